@@ -96,12 +96,18 @@ def _grow_b(x):
 
 # --------------------------------------------------------------------------
 @njit(cache=CACHE)
-def chefs_draw(rng, obs_theta, alpha, gamma, phi, hidden_at_one, max_nodes):
+def chefs_draw(rng, obs_theta, alpha, gamma, phi, hidden_at_one, max_nodes, variant=0):
     """One draw of the sequential chefs process (002 section 2.2, corrected).
 
     ``obs_theta[s]`` is the fixed order of star chef ``s`` or NaN to draw it
     from U(0, 1). Returns (theta, observed, parents, children, ok); ``ok`` is
-    False when the draw exceeded ``max_nodes`` active nodes.
+    False when the draw exceeded ``max_nodes`` active nodes. The result is in
+    canonical form (observed nodes first in star order, then hidden nodes by
+    increasing theta, edges sorted).
+
+    ``variant`` plants the printed paper's versions for negative controls:
+    1 = eq. 10 as printed (Binomial(a_i, phi/(alpha+phi)) backward count),
+    2 = a Poisson rate off by one in eq. 12 (alpha + n + 1).
 
     Bookkeeping: ``trials[k]`` is the number of processed chefs strictly below
     k (Bernoulli trials of pi_k so far) and ``m[k]`` the successes among them;
@@ -144,8 +150,11 @@ def chefs_draw(rng, obs_theta, alpha, gamma, phi, hidden_at_one, max_nodes):
                 nb += 1
         q = 0
         if nb > 0:
-            pi = rng.beta(phi, alpha)
-            q = rng.binomial(nb, pi)
+            if variant == 1:
+                q = rng.binomial(nb, phi / (alpha + phi))
+            else:
+                pi = rng.beta(phi, alpha)
+                q = rng.binomial(nb, pi)
         for r in range(q):
             j = r + rng.integers(0, nb - r)
             tmp = below[r]; below[r] = below[j]; below[j] = tmp
@@ -214,7 +223,7 @@ def chefs_draw(rng, obs_theta, alpha, gamma, phi, hidden_at_one, max_nodes):
                     hi = ab[j] if j < na else 1.0
                     length = hi - lo
                     if length > 0.0:
-                        cnt = rng.poisson(alpha * gamma * length / (alpha + nn))
+                        cnt = rng.poisson(alpha * gamma * length / (alpha + nn + (variant == 2)))
                         for r in range(cnt):
                             if K + 1 > theta.shape[0]:
                                 theta = _grow_f(theta); obs = _grow_b(obs); done = _grow_b(done)
@@ -233,7 +242,46 @@ def chefs_draw(rng, obs_theta, alpha, gamma, phi, hidden_at_one, max_nodes):
             done[c] = True
             if K > max_nodes:
                 return theta[:K].copy(), obs[:K].copy(), par[:E].copy(), chi[:E].copy(), False
-    return theta[:K].copy(), obs[:K].copy(), par[:E].copy(), chi[:E].copy(), True
+    th, ob, p, ch = canonical(theta[:K], obs[:K], par[:E], chi[:E])
+    return th, ob, p, ch, True
+
+
+@njit(cache=CACHE)
+def canonical(theta, obs, par, chi):
+    """Observed nodes first (in index order), hidden by increasing theta; edges
+    sorted by (parent, child)."""
+    n = theta.shape[0]
+    hid_idx = np.empty(n, np.int64)
+    nh = 0
+    perm = np.empty(n, np.int64)
+    no = 0
+    for k in range(n):
+        if obs[k]:
+            perm[no] = k
+            no += 1
+        else:
+            hid_idx[nh] = k
+            nh += 1
+    hid = hid_idx[:nh]
+    order = np.argsort(theta[hid], kind="mergesort")
+    for r in range(nh):
+        perm[no + r] = hid[order[r]]
+    inv = np.empty(n, np.int64)
+    for r in range(n):
+        inv[perm[r]] = r
+    th = theta[perm]
+    ob = obs[perm]
+    E = par.shape[0]
+    key = np.empty(E, np.int64)
+    for e in range(E):
+        key[e] = inv[par[e]] * n + inv[chi[e]]
+    key = np.sort(key)
+    p = np.empty(E, np.int64)
+    c = np.empty(E, np.int64)
+    for e in range(E):
+        p[e] = key[e] // n
+        c[e] = key[e] % n
+    return th, ob, p, c
 
 
 @njit(cache=CACHE)
@@ -293,4 +341,4 @@ def finite_draw(rng, obs_theta, K, alpha, gamma, phi, hidden_at_one):
     for e in range(E):
         p[e] = newid[par[e]]
         ch[e] = newid[chi[e]]
-    return th, ob, p, ch
+    return canonical(th, ob, p, ch)

@@ -155,6 +155,7 @@ class ICP:
         finite_K: int | None = None,
         hidden_order: float | None = None,
         max_nodes: int = 1_000_000,
+        _variant: int = 0,
     ) -> DAG:
         """Draw one active subgraph from the prior.
 
@@ -174,6 +175,9 @@ class ICP:
             section 2.4); None draws hidden orders from U(0, 1).
         max_nodes : int
             Abort (``ValueError``) when a chefs draw exceeds this many nodes.
+        _variant : int
+            Testing only: plant the printed (wrong) eq. 10 (1) or an off-by-one
+            Poisson rate (2), for negative controls.
         """
         if not isinstance(rng, np.random.Generator):
             raise ValueError("rng must be a numpy.random.Generator (use numpy.random.default_rng(seed))")
@@ -184,7 +188,7 @@ class ICP:
         fixed = ~np.isnan(obs_theta)
         if method == "chefs":
             th, ob, p, c, ok = kern.chefs_draw(rng, obs_theta, self.alpha, self.gamma, self.phi,
-                                               at_one, int(max_nodes))
+                                               at_one, int(max_nodes), int(_variant))
             if not ok:
                 raise ValueError(f"the draw exceeded max_nodes={max_nodes} active nodes; "
                                  "lower gamma or raise max_nodes")
@@ -199,8 +203,7 @@ class ICP:
             raise ValueError(f"unknown method {method!r}: use 'chefs' or 'finite'")
         fx = np.zeros(th.shape[0], dtype=bool)
         fx[ob] = fixed  # observed nodes appear in star order in both samplers
-        g = DAG(th, ob, p, c, fx, validate=False)
-        return g if method == "finite" else g.canonical()
+        return DAG(th, ob, p, c, fx, validate=False)
 
     def sample_many(self, rng, num: int, num_observed: int, **kw) -> list[DAG]:
         return [self.sample(rng, num_observed, **kw) for _ in range(int(num))]

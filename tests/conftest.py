@@ -1,0 +1,17 @@
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261122)
+
+
+def shared_data_dir() -> Path:
+    env = os.environ.get("CHEFS_DATA")
+    return Path(env) if env else REPO.parent / "shared" / "data"
