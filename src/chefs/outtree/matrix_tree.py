@@ -1,0 +1,381 @@
+"""Tutte's directed matrix-tree theorem for out-trees, in log space.
+
+Conventions (paper 004, section 2): ``log_beta[u, v]`` is the log weight of the
+edge *parent v -> child u*, i.e. ``log p(X_u | X_v, theta_c)``; the diagonal is
+ignored. For a root ``r``
+
+    Z_r = sum over out-trees rooted at r of prod_{edges} beta_{child, parent}
+        = det([diag(beta 1) - beta]_r)                       (Tutte; sec. 2 of 004)
+
+and with root weights ``rho_r = p(X_r | root model)`` the total weight of all
+rooted out-trees is ``Z = sum_r rho_r Z_r``, which equals the determinant of the
+Laplacian with one column replaced by ``rho`` (derivation in
+``docs/derivations-outtree.md``, section 2).
+
+Numerical stability
+-------------------
+Every row ``u`` of ``beta`` is divided by its largest entry ``exp(m_u)`` before
+anything leaves log space; this rescales every tree rooted at ``r`` by the same
+factor ``exp(-sum_{u != r} m_u)``, which is added back in log space. The
+all-roots log-partition uses the Grassmann-Taylor-Heyman (GTH) elimination,
+which performs only additions, multiplications and divisions of non-negative
+numbers and therefore keeps every ``log Z_r`` to high relative accuracy even when
+the data form well separated clusters (the case where a plain LU factorisation
+of the Laplacian loses all digits to cancellation). Entries smaller than
+``exp(LOG_FLOOR)`` times their row maximum are raised to that floor so that the
+linear-space matrix never contains an exact zero (a departure documented in the
+derivations; it never triggers unless one data point is more than ~700 nats
+more likely under one parent than under another).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import scipy.linalg
+from scipy.special import logsumexp
+
+LOG_FLOOR = -700.0
+
+__all__ = [
+    "LOG_FLOOR",
+    "RootMixture",
+    "normalized_weights",
+    "log_partition",
+    "log_partition_all_roots",
+    "root_marginals",
+    "root_entropy",
+    "root_mixture",
+    "enumerate_out_trees",
+    "brute_force",
+]
+
+
+def _check_log_beta(log_beta) -> np.ndarray:
+    log_beta = np.asarray(log_beta, dtype=float)
+    if log_beta.ndim != 2 or log_beta.shape[0] != log_beta.shape[1]:
+        raise ValueError(f"log_beta must be a square matrix, got shape {log_beta.shape}")
+    if log_beta.shape[0] < 2:
+        raise ValueError("need at least 2 nodes for an out-tree")
+    off = ~np.eye(log_beta.shape[0], dtype=bool)
+    if np.isnan(log_beta[off]).any() or np.isposinf(log_beta[off]).any():
+        raise ValueError("log_beta has NaN or +inf off-diagonal entries")
+    return log_beta
+
+
+def normalized_weights(log_beta) -> tuple[np.ndarray, np.ndarray]:
+    """Row-normalised linear weights ``B[u, v] = exp(log_beta[u, v] - m_u)``.
+
+    Returns ``(B, m)`` with a zero diagonal, every row maximum equal to one and
+    every off-diagonal entry at least ``exp(LOG_FLOOR)``.
+    """
+    log_beta = _check_log_beta(log_beta)
+    n = log_beta.shape[0]
+    lb = log_beta.copy()
+    np.fill_diagonal(lb, -np.inf)
+    m = lb.max(axis=1)
+    if not np.all(np.isfinite(m)):
+        raise ValueError("every node needs at least one finite candidate parent weight")
+    rel = np.maximum(lb - m[:, None], LOG_FLOOR)
+    B = np.exp(rel)
+    B[np.arange(n), np.arange(n)] = 0.0
+    return B, m
+
+
+@numba.njit(cache=True, fastmath=True)
+def _gth_block(B, lo, hi, log_pivot):  # pragma: no cover - compiled
+    """Serial GTH elimination of nodes hi-1, ..., lo, updating only rows lo..hi-1.
+
+    Row k's pivot is the sum of its remaining off-diagonal weights (columns
+    < k), so no subtraction ever happens. Rows < lo are updated later in one
+    matrix product (see :func:`_gth_eliminate`).
+    """
+    for k in range(hi - 1, lo - 1, -1):
+        s = 0.0
+        for j in range(k):
+            s += B[k, j]
+        log_pivot[k] = math.log(s)
+        inv = 1.0 / s
+        for i in range(lo, k):
+            f = B[i, k] * inv
+            if f != 0.0:
+                for j in range(k):
+                    B[i, j] += f * B[k, j]
+
+
+def _gth_eliminate(B, log_pivot, block: int = 128):
+    """In-place blocked GTH elimination of nodes n-1, ..., 1 of the Laplacian.
+
+    Eliminating a block ``K`` of nodes replaces the remaining weights by the
+    Schur complement ``B_AA + B_AK L_KK^{-1} B_KA``: ``L_KK`` is a non-singular
+    M-matrix, so its triangular factors have non-negative inverses and every
+    step (the within-block GTH sweep, the triangular solve and the matrix
+    product) adds non-negative numbers only. Afterwards ``log_pivot[k]`` holds
+    the log pivots and ``B[i, k]`` (``i < k``) the reduced weight of edge
+    ``k -> i`` at the moment node ``k`` was eliminated.
+    """
+    n = B.shape[0]
+    hi = n
+    while hi > 1:
+        lo = max(1, hi - block)
+        _gth_block(B, lo, hi, log_pivot)
+        if lo > 0:
+            s = np.exp(log_pivot[lo:hi])
+            R = B[lo:hi, lo:hi]
+            T = -np.tril(R, -1)
+            T[np.arange(hi - lo), np.arange(hi - lo)] = s
+            # F T = B_AK with T lower triangular, positive diagonal, non-positive
+            # off-diagonal: back substitution adds non-negative terms only.
+            F = scipy.linalg.solve_triangular(T, B[:lo, lo:hi].T, trans="T", lower=True,
+                                              check_finite=False).T
+            B[:lo, lo:hi] = F * s
+            B[:lo, :lo] += F @ B[lo:hi, :lo]
+        hi = lo
+
+
+def log_partition_all_roots(log_beta) -> np.ndarray:
+    """``log Z_r`` for every root ``r`` at once in O(T^3) (Tutte; sec. 2 of 004).
+
+    Implements the "all roots in O(T^3)" remark after eq. for ``Z_r`` in 004:
+    one subtraction-free (GTH) elimination gives ``log Z_0`` as the sum of the
+    log pivots and, by back substitution, the left null vector ``w`` of the
+    Laplacian, whose entries are proportional to ``Z_r`` (the adjugate of a
+    rank T-1 Laplacian is ``1 w^T``).
+
+    Parameters
+    ----------
+    log_beta : (T, T) array
+        ``log_beta[u, v] = log p(X_u | X_v)``; diagonal ignored.
+
+    Returns
+    -------
+    (T,) array of ``log Z_r``.
+    """
+    B, m = normalized_weights(log_beta)
+    n = B.shape[0]
+    B = np.ascontiguousarray(B)
+    log_pivot = np.zeros(n)
+    _gth_eliminate(B, log_pivot)
+    if not np.all(np.isfinite(log_pivot)):
+        raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
+    log_z0 = float(log_pivot[1:].sum())
+    with np.errstate(divide="ignore"):
+        logB = np.log(np.triu(B, 1))
+    log_w = np.zeros(n)
+    for k in range(1, n):
+        log_w[k] = logsumexp(log_w[:k] + logB[:k, k]) - log_pivot[k]
+    return log_z0 + log_w + (m.sum() - m)
+
+
+def _minor(B, root):
+    L = np.diag(B.sum(axis=1)) - B
+    keep = np.delete(np.arange(B.shape[0]), root)
+    return L[np.ix_(keep, keep)], keep
+
+
+def log_partition(log_beta, root: int) -> float:
+    """``log Z_root`` from the log-determinant of one Laplacian minor (004, sec. 2).
+
+    A reference implementation (LU factorisation); prefer
+    :func:`log_partition_all_roots`, which is also stable for clustered data.
+    """
+    B, m = normalized_weights(log_beta)
+    M, _ = _minor(B, root)
+    sign, logdet = np.linalg.slogdet(M)
+    if sign <= 0:
+        raise FloatingPointError("Laplacian minor is numerically singular")
+    return float(logdet + m.sum() - m[root])
+
+
+def root_marginals(log_beta, root: int) -> np.ndarray:
+    """Edge marginals ``P_r(v -> u)`` of the out-tree distribution rooted at ``root``.
+
+    ``q_r(T) = prod beta / Z_r`` (update for ``q_r`` in sec. 3 of 004); the
+    marginal of edge ``v -> u`` is ``beta_uv d log Z_r / d beta_uv =
+    beta_uv (G_uu - G_vu)`` with ``G`` the inverse of the Laplacian minor.
+    """
+    B, _ = normalized_weights(log_beta)
+    n = B.shape[0]
+    M, keep = _minor(B, root)
+    Gm = np.linalg.inv(M)
+    G = np.zeros((n, n))
+    G[np.ix_(keep, keep)] = Gm
+    P = B * (np.diag(G)[:, None] - G.T)
+    P[root, :] = 0.0
+    np.fill_diagonal(P, 0.0)
+    return P
+
+
+def root_entropy(log_beta, root: int) -> float:
+    """Entropy ``H(q_r)`` of the out-tree distribution rooted at ``root`` (004, sec. 3).
+
+    ``H(q_r) = log Z_r - sum_{uv} P_r(v -> u) log beta_uv``.
+    """
+    log_beta = _check_log_beta(log_beta)
+    P = root_marginals(log_beta, root)
+    lb = np.where(P > 0, log_beta, 0.0)
+    return float(log_partition_all_roots(log_beta)[root] - np.sum(P * lb))
+
+
+@dataclass(frozen=True)
+class RootMixture:
+    """The out-tree distribution summed over roots, ``q(r) q_r(T)`` of 004 sec. 3.
+
+    Attributes
+    ----------
+    log_z_total : float
+        ``log sum_r rho_r Z_r``.
+    log_z : (T,) array
+        ``log Z_r`` for every root.
+    q_root : (T,) array
+        ``q(r) = rho_r Z_r / sum_r rho_r Z_r``.
+    edge_marginals : (T, T) array
+        ``W[u, v] = sum_r q(r) P_r(v -> u)``; ``W.sum(1) + q_root == 1``.
+    entropy : float
+        ``H(q) + sum_r q(r) H(q_r)``.
+    max_residual : float
+        ``max_u |sum_v W[u, v] + q(u) - 1|``, a check on the linear algebra.
+    """
+
+    log_z_total: float
+    log_z: np.ndarray
+    q_root: np.ndarray
+    edge_marginals: np.ndarray
+    entropy: float
+    max_residual: float
+
+
+def root_mixture(log_beta, log_rho) -> RootMixture:
+    """Partition function, root posterior and edge marginals over all roots.
+
+    Implements the ``q(r)`` and ``W_uv`` updates of sec. 3 of 004 with ``W_uv``
+    weighted by ``q(r)`` (the printed paper omits the ``q(r)`` factor). The
+    root-summed weight ``sum_r rho_r Z_r`` is the determinant of the Laplacian
+    with column ``c`` replaced by ``rho``; the gradient of its log-determinant
+    gives ``W`` and ``q`` from one matrix inverse, O(T^3). ``log Z_r`` comes from
+    the stable GTH elimination.
+
+    Parameters
+    ----------
+    log_beta : (T, T) array
+        Log edge weights, ``log_beta[u, v]`` for parent ``v`` -> child ``u``.
+    log_rho : (T,) array
+        Log root weights.
+    """
+    log_beta = _check_log_beta(log_beta)
+    log_rho = np.asarray(log_rho, dtype=float)
+    n = log_beta.shape[0]
+    if log_rho.shape != (n,) or not np.all(np.isfinite(log_rho)):
+        raise ValueError(f"log_rho must be a finite vector of length {n}")
+    log_z = log_partition_all_roots(log_beta)
+    a = log_rho + log_z
+    log_z_total = float(logsumexp(a))
+    q = np.exp(a - log_z_total)
+    W, q_lu = _koo_marginals(log_beta, log_rho, int(np.argmax(a)))
+    resid = float(np.max(np.abs(W.sum(axis=1) + q_lu - 1.0)))
+    off = ~np.eye(n, dtype=bool)
+    ent = log_z_total - float(np.sum(q * log_rho)) - float(np.sum(W[off] * log_beta[off]))
+    return RootMixture(log_z_total, log_z, q, W, ent, resid)
+
+
+def koo_matrix(B, rho_scaled, c):
+    """Laplacian ``diag(B 1) - B`` with column ``c`` replaced by ``rho_scaled``."""
+    L = np.diag(B.sum(axis=1)) - B
+    L[:, c] = rho_scaled
+    return L
+
+
+def _koo_marginals(log_beta, log_rho, c):
+    B, m = normalized_weights(log_beta)
+    n = B.shape[0]
+    rho = np.exp(log_rho - m)
+    L = koo_matrix(B, rho, c)
+    G = scipy.linalg.inv(L, overwrite_a=True, check_finite=False)
+    dG = np.diag(G).copy()
+    dG[c] = 0.0
+    # d log det / d beta_uv = [u != c] G_uu - [v != c] G_vu
+    W = B * (dG[:, None] - G.T)
+    W[:, c] = B[:, c] * dG
+    np.fill_diagonal(W, 0.0)
+    W = np.clip(W, 0.0, None)
+    q = np.clip(rho * G[c, :], 0.0, None)
+    return W, q
+
+
+# ---------------------------------------------------------------------------
+# brute force (reference for tests, T <= 7)
+# ---------------------------------------------------------------------------
+
+
+def enumerate_out_trees(n: int, root: int):
+    """Yield every out-tree on ``n`` nodes rooted at ``root`` as a parent array.
+
+    ``parent[root] == -1``. There are ``n^(n-2)`` of them (Cayley).
+    """
+    if n > 7:
+        raise ValueError("brute-force enumeration is only for n <= 7")
+    others = [u for u in range(n) if u != root]
+    for choice in itertools.product(range(n), repeat=n - 1):
+        parent = np.full(n, -1)
+        ok = True
+        for u, p in zip(others, choice):
+            if p == u:
+                ok = False
+                break
+            parent[u] = p
+        if not ok:
+            continue
+        # acyclic iff every node reaches the root
+        good = True
+        for u in others:
+            seen = 0
+            x = u
+            while x != root and seen <= n:
+                x = parent[x]
+                seen += 1
+            if x != root:
+                good = False
+                break
+        if good:
+            yield parent
+
+
+def brute_force(log_beta, log_rho=None) -> dict:
+    """Exact sums over every rooted out-tree (for tests with T <= 6).
+
+    Returns a dict with ``log_z`` (per root), ``marginals`` (per root, (T,T,T)),
+    ``entropy`` (per root) and, when ``log_rho`` is given, ``log_z_total``,
+    ``q_root``, ``edge_marginals`` and ``mixture_entropy``.
+    """
+    log_beta = np.asarray(log_beta, float)
+    n = log_beta.shape[0]
+    log_z = np.zeros(n)
+    marg = np.zeros((n, n, n))
+    ent = np.zeros(n)
+    for r in range(n):
+        logs, edges = [], []
+        for parent in enumerate_out_trees(n, r):
+            kids = np.array([u for u in range(n) if u != r])
+            logs.append(log_beta[kids, parent[kids]].sum())
+            edges.append((kids, parent[kids]))
+        logs = np.array(logs)
+        log_z[r] = logsumexp(logs)
+        p = np.exp(logs - log_z[r])
+        ent[r] = -np.sum(p * np.log(p))
+        for pk, (kids, par) in zip(p, edges):
+            marg[r, kids, par] += pk
+    out = {"log_z": log_z, "marginals": marg, "entropy": ent}
+    if log_rho is not None:
+        log_rho = np.asarray(log_rho, float)
+        a = log_rho + log_z
+        tot = logsumexp(a)
+        q = np.exp(a - tot)
+        out["log_z_total"] = float(tot)
+        out["q_root"] = q
+        out["edge_marginals"] = np.einsum("r,ruv->uv", q, marg)
+        out["mixture_entropy"] = float(-np.sum(q * np.log(q)) + np.sum(q * ent))
+    return out
