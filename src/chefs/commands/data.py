@@ -1,0 +1,183 @@
+"""``chefs hellinger`` and ``chefs data {list,show,baseline}``: the data sets of
+Table 1 and the Hellinger distance between two samples."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ._util import nonneg_int, positive_int
+
+
+def _add_data_dir(p) -> None:
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=None,
+        help="directory holding the data files (default: $CHEFS_DATA)",
+    )
+    p.add_argument(
+        "--download",
+        action="store_true",
+        default=None,
+        help="download a missing file (checked by SHA-256) into the cache; also CHEFS_DOWNLOAD=1",
+    )
+
+
+def register(subparsers) -> None:
+    from ..evaluation import DEFAULT_NUM_MC
+
+    h = subparsers.add_parser(
+        "hellinger",
+        help="Hellinger distance between two samples (KDE + Monte Carlo)",
+        description=(
+            "Print the Hellinger distance between two samples. Each of A and B is a CSV of "
+            "numbers, or NAME:train / NAME:test for a split of a data set of Table 1 "
+            "(NAME alone = the whole data set)."
+        ),
+    )
+    h.add_argument("a", metavar="A", help="CSV file or NAME[:train|:test]")
+    h.add_argument("b", metavar="B", help="CSV file or NAME[:train|:test]")
+    h.add_argument("--seed", type=nonneg_int, default=0, help="seed of the Monte Carlo draws (and of data set splits)")
+    h.add_argument("--num-mc", type=positive_int, default=DEFAULT_NUM_MC, help="Monte Carlo draws (default %(default)s)")
+    h.add_argument("--verbose", action="store_true", help="also print the Bhattacharyya coefficient and standard errors")
+    _add_data_dir(h)
+    h.set_defaults(func=_cmd_hellinger)
+
+    d = subparsers.add_parser("data", help="the density data sets of Table 1", description="The density data sets of Table 1.")
+    dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
+    d.set_defaults(func=lambda args: _usage(d))
+
+    ls = dsub.add_parser("list", help="names, dimensions, sources, and whether each file is found")
+    _add_data_dir(ls)
+    ls.set_defaults(func=_cmd_list)
+
+    sh = dsub.add_parser("show", help="summary of one data set's split; optionally write it as CSV")
+    sh.add_argument("name", metavar="NAME", help="data set name or CSV file")
+    sh.add_argument("--seed", type=nonneg_int, default=0, help="seed of generation, dequantisation and split")
+    sh.add_argument("--no-dequantize", dest="dequantize", action="store_false", help="keep discrete columns as they are")
+    sh.add_argument("--out-train", metavar="F.csv", default=None, help="write the training set here")
+    sh.add_argument("--out-test", metavar="F.csv", default=None, help="write the test set here")
+    sh.add_argument("--force", action="store_true", help="overwrite existing output files")
+    _add_data_dir(sh)
+    sh.set_defaults(func=_cmd_show)
+
+    bl = dsub.add_parser("baseline", help="the BASELINE row of Table 1: HD between training and test set")
+    bl.add_argument("names", metavar="NAME", nargs="*", help="data sets (default: all nine)")
+    bl.add_argument("--seed", type=nonneg_int, default=0, help="seed of the data and of the Monte Carlo draws")
+    bl.add_argument("--num-mc", type=positive_int, default=DEFAULT_NUM_MC, help="Monte Carlo draws (default %(default)s)")
+    _add_data_dir(bl)
+    bl.set_defaults(func=_cmd_baseline)
+
+
+def _usage(parser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _sample(spec: str, args) -> np.ndarray:
+    from .. import datasets
+
+    if os.path.isfile(spec):
+        return datasets.read_csv(spec)
+    name, _, part = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if datasets.resolve_name(name) is None:
+        raise ValueError(f"{spec!r} is neither a CSV file nor a data set name ({', '.join(datasets.DATASETS)})")
+    if part == "":
+        return datasets.load(name, data_dir=args.data_dir, seed=args.seed, download=args.download)
+    if part not in ("train", "test"):
+        raise ValueError(f"{spec!r}: after ':' write train or test")
+    train, test = datasets.load_split(name, seed=args.seed, data_dir=args.data_dir, download=args.download)
+    return train if part == "train" else test
+
+
+def _cmd_hellinger(args) -> int:
+    from ..evaluation import hellinger_estimate
+
+    a, b = _sample(args.a, args), _sample(args.b, args)
+    est = hellinger_estimate(a, b, seed=args.seed, num_mc=args.num_mc)
+    if args.verbose:
+        print(f"hellinger {est.distance:.6f} (se {est.distance_se:.6f})")
+        print(f"bhattacharyya {est.bhattacharyya:.6f} (se {est.bhattacharyya_se:.6f})")
+        print(f"points {a.shape[0]} and {b.shape[0]} in {a.shape[1]} dimensions; num_mc {est.num_mc}")
+    else:
+        print(f"{est.distance:.6f}")
+    return 0
+
+
+def _cmd_list(args) -> int:
+    from .. import datasets
+
+    print(f"{'name':<10} {'dim':>3}  {'kind':<9}  {'found':<40}  source")
+    for name, spec in datasets.DATASETS.items():
+        if spec.kind == "synthetic":
+            found = "generated"
+        elif spec.filename is None:
+            found = "bundled with scikit-learn"
+        else:
+            path = datasets.locate(name, args.data_dir)
+            found = str(path) if path is not None else f"MISSING ({spec.filename})"
+        print(f"{name:<10} {spec.dimension:>3}  {spec.kind:<9}  {found:<40}  {spec.source}")
+    return 0
+
+
+def _write_csv(path: str, x: np.ndarray, columns, force: bool) -> None:
+    p = Path(path)
+    if p.exists() and not force:
+        raise FileExistsError(f"{p} exists; use --force to overwrite")
+    tmp = p.with_name(p.name + ".part")
+    np.savetxt(tmp, x, delimiter=",", header=",".join(columns), comments="", fmt="%.17g")
+    os.replace(tmp, p)
+
+
+def _cmd_show(args) -> int:
+    from .. import datasets
+
+    train, test = datasets.load_split(
+        args.name, seed=args.seed, data_dir=args.data_dir, dequantize=args.dequantize, download=args.download
+    )
+    raw = datasets.load(args.name, data_dir=args.data_dir, seed=args.seed, dequantize=False, download=args.download)
+    steps = datasets.discrete_steps(raw)
+    key = datasets.resolve_name(args.name)
+    if key is not None:
+        spec = datasets.DATASETS[key]
+        columns = list(spec.columns)
+        print(f"{spec.name} ({spec.dimension}-D, {spec.kind}): {spec.description}")
+        print(f"source: {spec.source}")
+    else:
+        columns = [f"x{j + 1}" for j in range(raw.shape[1])]
+        print(f"{args.name}: CSV, {raw.shape[1]} columns")
+    print(f"train {train.shape[0]} rows, test {test.shape[0]} rows, seed {args.seed}, "
+          f"dequantised {'yes' if args.dequantize else 'no'}")
+    both = np.vstack([train, test])
+    print(f"{'column':<22} {'mean':>11} {'sd':>11} {'min':>11} {'max':>11}  step")
+    for j, c in enumerate(columns):
+        col = both[:, j]
+        step = f"{steps[j]:.4g} (discrete)" if steps[j] > 0 else "continuous"
+        print(f"{c:<22} {col.mean():>11.4g} {col.std(ddof=1):>11.4g} {col.min():>11.4g} {col.max():>11.4g}  {step}")
+    if args.out_train:
+        _write_csv(args.out_train, train, columns, args.force)
+        print(f"wrote {args.out_train}")
+    if args.out_test:
+        _write_csv(args.out_test, test, columns, args.force)
+        print(f"wrote {args.out_test}")
+    return 0
+
+
+def _cmd_baseline(args) -> int:
+    from .. import datasets
+    from ..evaluation import hellinger_estimate
+
+    names = args.names or list(datasets.DATASETS)
+    for name in names:
+        if datasets.resolve_name(name) is None and not os.path.isfile(name):
+            raise ValueError(f"unknown data set {name!r} (known: {', '.join(datasets.DATASETS)})")
+    print(f"{'data set':<12} {'dim':>3} {'train':>6} {'test':>6} {'HD':>8} {'se':>8}")
+    for name in names:
+        train, test = datasets.load_split(name, seed=args.seed, data_dir=args.data_dir, download=args.download)
+        est = hellinger_estimate(train, test, seed=args.seed, num_mc=args.num_mc)
+        print(f"{name:<12} {train.shape[1]:>3} {train.shape[0]:>6} {test.shape[0]:>6} "
+              f"{est.distance:>8.4f} {est.distance_se:>8.4f}")
+    return 0
