@@ -121,11 +121,14 @@ class _KDE:
         self.n, self.d = n, d
         self.factor = scott_factor(n, d)
         cov = np.atleast_2d(np.cov(x, rowvar=False))
-        try:
-            chol = np.linalg.cholesky(cov * self.factor**2)
-        except np.linalg.LinAlgError:
-            chol = None
-        if chol is None or not np.all(np.diag(chol) > 1e-12 * self.factor):
+        eig = np.linalg.eigvalsh(cov)
+        chol = None
+        if eig[0] > 1e-12 * eig[-1]:
+            try:
+                chol = np.linalg.cholesky(cov * self.factor**2)
+            except np.linalg.LinAlgError:
+                chol = None
+        if chol is None:
             raise ValueError(
                 f"sample {name} has a singular covariance matrix (a constant column or "
                 "collinear columns); the kernel density estimate is undefined"
