@@ -1,0 +1,74 @@
+"""Pictures: DAG drawings (nodes placed by order value), study curves, traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .graph import DAG
+
+
+def _mpl():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def dag_layout(g: DAG) -> np.ndarray:
+    """Positions: y = theta (top = 1); observed nodes spread evenly along x,
+    each hidden node above the mean x of its children (processed bottom-up),
+    nudged apart from nodes at a similar height."""
+    n = g.num_nodes
+    pos = np.zeros((n, 2))
+    pos[:, 1] = g.theta
+    obs = np.flatnonzero(g.observed)
+    pos[obs, 0] = np.linspace(0, 1, obs.size) if obs.size > 1 else 0.5
+    children = g.child_sets()
+    placed: list[int] = list(obs)
+    for k in np.argsort(g.theta, kind="stable"):
+        if g.observed[k]:
+            continue
+        ch = children[k]
+        x = float(np.mean(pos[ch, 0])) if ch else 0.5
+        for _ in range(50):
+            near = [j for j in placed if abs(pos[j, 1] - pos[k, 1]) < 0.04 and abs(pos[j, 0] - x) < 0.05]
+            if not near:
+                break
+            x += 0.06 if (len(placed) + _) % 2 == 0 else -0.06
+        pos[k, 0] = x
+        placed.append(int(k))
+    return pos
+
+
+def draw_dag(g: DAG, ax=None, title: str | None = None, node_size: float = 120):
+    """Draw one DAG: observed nodes shaded grey, hidden white, edges as arrows."""
+    plt = _mpl()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 6))
+    pos = dag_layout(g)
+    for p, c in zip(g.parents, g.children):
+        ax.annotate("", xy=pos[c], xytext=pos[p],
+                    arrowprops=dict(arrowstyle="-|>", color="0.35", lw=0.8, shrinkA=5, shrinkB=5))
+    colors = np.where(g.observed, "0.6", "white")
+    ax.scatter(pos[:, 0], pos[:, 1], s=node_size, c=list(colors), edgecolors="black", zorder=3)
+    ax.set_ylabel("order value θ")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xticks([])
+    ax.set_title(title or f"K+={g.num_nodes}  E+={g.num_edges}  hidden={g.num_hidden}  depth={g.depth()}")
+    return ax
+
+
+def save_dag_png(g: DAG, path, title: str | None = None) -> Path:
+    plt = _mpl()
+    fig, ax = plt.subplots(figsize=(6, 6))
+    draw_dag(g, ax, title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+
+from chefs import ICP, read_jsonl
+from chefs.cli import main
+
+
+def test_sample_logprob_draw(tmp_path, capsys):
+    out = tmp_path / "g.jsonl"
+    assert main(["prior", "sample", "--num-observed", "4", "--observed-order", "0", "--alpha", "1", "--gamma", "2",
+                 "--phi", "1", "--num", "5", "--seed", "3", "--out", str(out)]) == 0
+    graphs = list(read_jsonl(out))
+    assert len(graphs) == 5 and all(g.fixed[:4].all() for g in graphs)
+    capsys.readouterr()
+    assert main(["prior", "logprob", str(out), "--alpha", "1", "--gamma", "2", "--phi", "1"]) == 0
+    vals = [float(x) for x in capsys.readouterr().out.split()]
+    prior = ICP(1, 2, 1)
+    assert np.allclose(vals, [prior.log_prob(g) for g in graphs], rtol=1e-14)
+    assert main(["prior", "draw", str(out), "--index", "1", "--out", str(tmp_path / "g.png")]) == 0
+    assert (tmp_path / "g.png").stat().st_size > 1000
+    # same seed, same graphs
+    out2 = tmp_path / "h.jsonl"
+    main(["prior", "sample", "--num-observed", "4", "--observed-order", "0", "--alpha", "1", "--gamma", "2",
+          "--phi", "1", "--num", "5", "--seed", "3", "--out", str(out2)])
+    assert out.read_text() == out2.read_text()
+
+
+@pytest.mark.parametrize("content", ['{"theta": [0.1, 0.5], "observed": [true, true], "edges": [[0, 1]]}\n',
+                                     "{not json\n", '{"theta": [0.5, 0.1], "observed": [false, true], "edges": []}\n'])
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content):
+    f = tmp_path / "bad.jsonl"
+    f.write_text(content)
+    assert main(["prior", "logprob", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error:") and err.count("\n") == 1
+
+
+def test_negative_hyperparameter_exit_2(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(["prior", "sample", "--num-observed", "2", "--gamma", "-1", "--out", str(tmp_path / "x.jsonl")])
+    assert e.value.code == 2
+
+
+def test_calibrate_hits_target(capsys):
+    assert main(["prior", "calibrate", "--expected-nodes", "6", "--alpha", "1", "--num-observed", "2",
+                 "--num", "1500", "--seed", "1"]) == 0
+    line = capsys.readouterr().out
+    est, se = line.split("E[K+] = ")[1].split(" from")[0].split(" ± ")
+    assert abs(float(est) - 6) < 4 * float(se)
+
+
+def test_study_writes_csv_and_png(tmp_path):
+    assert main(["prior", "study", "--out", str(tmp_path), "--num", "20"]) == 0
+    assert (tmp_path / "prior_study.csv").exists() and (tmp_path / "prior_study.png").exists()
