@@ -1,0 +1,333 @@
+"""The nine data sets of Table 1: loading, preprocessing, splits, downloads, CLI.
+
+Real files come from the shared data directory ($CHEFS_DATA, else
+<repo>/../shared/data); they are never copied into the repository. Downloads
+are tested only against an HTTP server on 127.0.0.1 started here.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import shutil
+import threading
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from chefs import cli, datasets
+from chefs.datasets import DATASETS, load, load_split, read_csv
+from chefs.datasets.download import fetch, sha256_file
+from chefs.datasets.preprocess import dequantize, discrete_steps
+from chefs.datasets.synthetic import pinwheel, ring, two_moons
+
+from .conftest import shared_data_dir
+from .stats import Z
+
+DATA = shared_data_dir()
+needs_data = pytest.mark.skipif(
+    not (DATA / "SOURCES.md").is_file(), reason=f"shared data directory not found at {DATA} (set CHEFS_DATA)"
+)
+
+TABLE_1 = {"ring": 2, "two-moons": 2, "pinwheel": 2, "geyser": 2, "iris": 4,
+           "yeast": 8, "abalone": 9, "cloud": 10, "wine": 12}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch, tmp_path):
+    """No ambient data dir, download permission or cache leaks into a test."""
+    for var in ("CHEFS_DATA", "CHEFS_DOWNLOAD", "CHEFS_MIRROR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CHEFS_CACHE", str(tmp_path / "cache"))
+
+
+# ------------------------------------------------------------------- registry
+
+
+def test_registry_matches_table_1():
+    assert list(DATASETS) == list(TABLE_1)
+    for name, d in TABLE_1.items():
+        spec = DATASETS[name]
+        assert spec.dimension == d and spec.name == name
+        assert spec.kind in ("synthetic", "file")
+        assert len(spec.columns) == d
+        if spec.kind == "file" and spec.filename is not None:
+            assert re.fullmatch(r"[0-9a-f]{64}", spec.sha256)
+            assert all(u.startswith("https://") for u in spec.urls)
+
+
+@needs_data
+def test_checksums_match_sources_md_and_files():
+    sources = (DATA / "SOURCES.md").read_text()
+    for spec in DATASETS.values():
+        if spec.filename is None:
+            continue
+        row = next(ln for ln in sources.splitlines() if ln.startswith(f"| `{spec.filename}`"))
+        assert spec.sha256 in row
+        assert sha256_file(DATA / spec.filename) == spec.sha256
+
+
+# ------------------------------------------------------------------ real sets
+
+
+@needs_data
+@pytest.mark.parametrize("name", list(TABLE_1))
+def test_every_set_loads_with_table_1_dimension(name):
+    x = load(name, data_dir=DATA, seed=0)
+    raw = load(name, data_dir=DATA, seed=0, dequantize=False)
+    spec = DATASETS[name]
+    assert x.dtype == np.float64 and x.shape == raw.shape and x.shape[1] == TABLE_1[name]
+    assert np.all(np.isfinite(x))
+    if spec.rows is not None:
+        assert x.shape[0] == spec.rows
+    train, test = load_split(name, seed=0, data_dir=DATA)
+    if spec.kind == "synthetic":
+        assert train.shape[0] == test.shape[0] == 2000
+    else:
+        assert train.shape[0] == x.shape[0] - x.shape[0] // 2 and test.shape[0] == x.shape[0] // 2
+    # train and test together are exactly the rows of load()
+    both = np.vstack([train, test])
+    assert np.array_equal(np.unique(both, axis=0), np.unique(x, axis=0))
+
+
+@needs_data
+def test_data_dir_from_environment(monkeypatch):
+    monkeypatch.setenv("CHEFS_DATA", str(DATA))
+    assert load("geyser", dequantize=False)[0].tolist() == [80.0, 4.0166667]
+
+
+@needs_data
+def test_file_contents_and_codings():
+    geyser = load("geyser", data_dir=DATA, dequantize=False)
+    assert geyser.shape == (299, 2) and geyser[1].tolist() == [71.0, 2.15]
+    abalone = load("abalone", data_dir=DATA, dequantize=False)
+    codes, counts = np.unique(abalone[:, 0], return_counts=True)
+    assert dict(zip(codes.tolist(), counts.tolist())) == {0.0: 1342, 1.0: 1307, 2.0: 1528}  # I, F, M
+    assert abalone[0].tolist() == [2.0, 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15, 15.0]
+    cloud = load("cloud", data_dir=DATA, dequantize=False)
+    assert cloud[0, :3].tolist() == [3.0, 140.0, 43.5]  # first row of DB #1
+    assert cloud[1024, :3].tolist() == [4.715, 100.812, 27.0538]  # first row of DB #2
+    wine = load("wine", data_dir=DATA, dequantize=False)
+    q, qc = np.unique(wine[:, -1], return_counts=True)
+    assert dict(zip(q.tolist(), qc.tolist())) == {3: 10, 4: 53, 5: 681, 6: 638, 7: 199, 8: 18}
+    yeast = load("yeast", data_dir=DATA, dequantize=False)
+    assert yeast[0].tolist() == [0.58, 0.61, 0.47, 0.13, 0.50, 0.00, 0.48, 0.22]
+    assert set(np.unique(yeast[:, 4]).tolist()) == {0.5, 1.0}  # erl is two-valued
+
+
+@needs_data
+def test_dequantisation_rule_on_real_columns():
+    wine = load("wine", data_dir=DATA, dequantize=False)
+    abalone = load("abalone", data_dir=DATA, dequantize=False)
+    yeast = load("yeast", data_dir=DATA, dequantize=False)
+    assert discrete_steps(wine)[-1] == 1.0  # quality
+    h = discrete_steps(abalone)
+    assert h[0] == 1.0 and h[-1] == 1.0  # sex code, rings
+    assert discrete_steps(yeast)[4] == 0.5  # erl
+    assert discrete_steps(load("iris", dequantize=False)) == pytest.approx([0.1] * 4)
+
+
+def test_dequantise_noise_is_uniform_within_half_a_step_and_invertible():
+    rng = np.random.default_rng(3)
+    n = 4000
+    x = np.column_stack([
+        rng.integers(0, 5, n).astype(float),          # integer grid, h = 1
+        np.round(rng.normal(size=n), 1),               # one-decimal grid, h = 0.1
+        rng.choice([0.0, 0.5, 0.83], n),               # irregular levels, h = 0.33
+        rng.normal(size=n),                            # continuous: unchanged
+    ])
+    y, h = dequantize(x, np.random.default_rng(4))
+    assert h[0] == 1.0 and h[1] == pytest.approx(0.1) and h[2] == pytest.approx(0.33) and h[3] == 0.0
+    assert np.array_equal(y[:, 3], x[:, 3])
+    for j in range(3):
+        u = (y[:, j] - x[:, j]) / h[j]
+        assert np.all((u >= -0.5) & (u < 0.5))
+        assert sps.kstest(u, sps.uniform(loc=-0.5, scale=1).cdf).pvalue > 1e-4
+        # the intervals of distinct levels do not overlap: nearest level recovers x
+        levels = np.unique(x[:, j])
+        back = levels[np.argmin(np.abs(y[:, j, None] - levels[None, :]), axis=1)]
+        assert np.array_equal(back, x[:, j])
+        assert np.unique(y[:, j]).size == n  # ties broken
+
+
+def test_splits_are_seeded_and_reproducible():
+    a_train, a_test = load_split("ring", seed=1)
+    b_train, _ = load_split("ring", seed=1)
+    c_train, _ = load_split("ring", seed=2)
+    assert np.array_equal(a_train, b_train) and not np.array_equal(a_train, c_train)
+    assert np.array_equal(np.vstack([a_train, a_test]), load("ring", seed=1))
+    with pytest.raises(ValueError, match="seed"):
+        load("ring", seed=-3)
+
+
+# ----------------------------------------------------------------- generators
+
+
+def _mean_z(values, expected):
+    return (values.mean() - expected) / (values.std(ddof=1) / np.sqrt(values.size))
+
+
+def test_generators_match_their_definitions():
+    n = 20000
+    x = ring(n, np.random.default_rng(1))
+    r = np.hypot(x[:, 0], x[:, 1])
+    assert abs(_mean_z(r, 1.0)) < Z
+    assert abs(_mean_z(x[:, 0], 0.0)) < Z and abs(_mean_z(x[:, 1], 0.0)) < Z
+    m = two_moons(n, np.random.default_rng(2))
+    # E[x] = (0 + 1) / 2, E[y] = (2/pi + 1/2 - 2/pi) / 2
+    assert abs(_mean_z(m[:, 0], 0.5)) < Z and abs(_mean_z(m[:, 1], 0.25)) < Z
+    p = pinwheel(n, np.random.default_rng(3))
+    # 5-fold rotational symmetry: mean zero; |point|^2 = u^2 + v^2 with u ~ N(1, .3^2), v ~ N(0, .05^2)
+    assert abs(_mean_z(p[:, 0], 0.0)) < Z and abs(_mean_z(p[:, 1], 0.0)) < Z
+    assert abs(_mean_z((p**2).sum(axis=1), 1 + 0.3**2 + 0.05**2)) < Z
+    with pytest.raises(ValueError, match="Generator"):
+        ring(10, 0)
+
+
+# ----------------------------------------------------------------- user CSVs
+
+
+def _write(tmp_path, text, name="u.csv"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_read_csv_accepts_common_layouts(tmp_path):
+    want = np.array([[1.0, 2.5], [3.0, -4.0], [0.5, 6.0]])
+    for text in ("a,b\n1,2.5\n3,-4\n0.5,6\n", "1,2.5\n3,-4\n\n0.5,6\n", '"a";"b"\n1;2.5\n3;-4\n0.5;6\n',
+                 "1 2.5\n3   -4\n0.5 6\n", "1\t2.5\n3\t-4\n0.5\t6\n"):
+        assert np.array_equal(read_csv(_write(tmp_path, text)), want)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("a,b\n1,2\nnan,3\n", r"line 3, column 1 \('a'\): NaN"),
+        ("1,2\n3,inf\n", r"line 2, column 2: an infinite value"),
+        ("a,b\n1,2\n1,3\n", r"column 1 \('a'\) is constant"),
+        ("a,b\n1,2\n", "only one data row"),
+        ("a,b\n1,2\n3,x\n", r"line 3, column 2 \('b'\): 'x' is not a number"),
+        ("1,2\n3,4,5\n", "line 2 has 3 fields, expected 2"),
+        ("\n\n", "empty"),
+        ("a,b\n", "no data rows"),
+    ],
+)
+def test_read_csv_rejects_bad_data_with_location(tmp_path, text, match):
+    with pytest.raises(ValueError, match=match):
+        read_csv(_write(tmp_path, text))
+
+
+def test_load_accepts_a_csv_path(tmp_path):
+    rng = np.random.default_rng(9)
+    x = np.column_stack([rng.normal(size=101), rng.integers(0, 3, 101)])
+    p = tmp_path / "mine.csv"
+    np.savetxt(p, x, delimiter=",", header="cont,level", comments="", fmt="%.17g")
+    y = load(str(p), seed=5)
+    assert np.array_equal(y[:, 0], x[:, 0]) and np.all(np.abs(y[:, 1] - x[:, 1]) <= 0.5)
+    train, test = load_split(p, seed=5)
+    assert train.shape == (51, 2) and test.shape == (50, 2)
+    with pytest.raises(ValueError, match="neither a data set"):
+        load(str(tmp_path / "nope.csv"))
+
+
+# ------------------------------------------------------ missing files, download
+
+
+def test_missing_file_gives_one_line_with_where_to_put_it(tmp_path):
+    with pytest.raises(ValueError) as err:
+        load("wine", data_dir=tmp_path / "empty")
+    msg = str(err.value)
+    assert "\n" not in msg
+    for needle in ("winequality-red.csv", "CHEFS_DATA", "--data-dir", "CHEFS_DOWNLOAD", str(tmp_path / "empty")):
+        assert needle in msg
+
+
+@pytest.fixture
+def loopback_server(tmp_path):
+    """An http.server on 127.0.0.1 serving tmp_path/served, in a thread."""
+    served = tmp_path / "served"
+    served.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield served, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@needs_data
+def test_download_from_loopback_is_checked_and_cached(loopback_server, tmp_path, monkeypatch):
+    served, base = loopback_server
+    spec = DATASETS["yeast"]
+    shutil.copyfile(DATA / spec.filename, served / spec.filename)
+    cache = tmp_path / "cache"
+    # Not allowed unless asked.
+    with pytest.raises(ValueError, match="CHEFS_DOWNLOAD"):
+        load("yeast", data_dir=tmp_path / "empty")
+    monkeypatch.setenv("CHEFS_MIRROR", base)  # tried first, so no other address is contacted
+    x = load("yeast", data_dir=tmp_path / "empty", download=True)
+    assert x.shape == (1484, 8)
+    assert sha256_file(cache / spec.filename) == spec.sha256
+    # Once cached, found without downloading (server content removed).
+    (served / spec.filename).unlink()
+    assert datasets.locate("yeast", tmp_path / "empty") == cache / spec.filename
+    monkeypatch.setenv("CHEFS_DOWNLOAD", "1")
+    assert np.array_equal(load("yeast", data_dir=tmp_path / "empty"), x)
+
+
+def test_download_with_wrong_checksum_is_rejected(loopback_server, tmp_path):
+    served, base = loopback_server
+    (served / "f.data").write_text("not the data\n")
+    cache = tmp_path / "c2"
+    with pytest.raises(ValueError, match="SHA-256"):
+        fetch("f.data", "0" * 64, [f"{base}/f.data"], cache=cache)
+    with pytest.raises(ValueError, match="could not download"):
+        fetch("g.data", "0" * 64, [f"{base}/g.data"], cache=cache)  # 404
+    assert list(cache.iterdir()) == []  # nothing half-written left behind
+    digest = sha256_file(served / "f.data")
+    assert fetch("f.data", digest, [f"{base}/f.data"], cache=cache).read_text() == "not the data\n"
+
+
+# ------------------------------------------------------------------------ CLI
+
+
+def test_cli_data_list(capsys, tmp_path):
+    assert cli.main(["data", "list", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for name, d in TABLE_1.items():
+        assert re.search(rf"^{re.escape(name)}\s+{d}\s", out, flags=re.M)
+    assert "MISSING (winequality-red.csv)" in out
+
+
+def test_cli_data_show_writes_the_split(capsys, tmp_path):
+    tr, te = tmp_path / "tr.csv", tmp_path / "te.csv"
+    args = ["data", "show", "two-moons", "--seed", "4", "--out-train", str(tr), "--out-test", str(te)]
+    assert cli.main(args) == 0
+    assert "train 2000 rows, test 2000 rows" in capsys.readouterr().out
+    train, test = load_split("two-moons", seed=4)
+    assert np.array_equal(read_csv(tr), train) and np.array_equal(read_csv(te), test)
+    assert cli.main(args) == 2  # refuses to overwrite
+    assert "--force" in capsys.readouterr().err
+    assert cli.main(["data", "show", "wine", "--data-dir", str(tmp_path)]) == 2
+    assert "CHEFS_DATA" in capsys.readouterr().err
+
+
+def test_cli_baseline_and_named_hellinger(capsys):
+    assert cli.main(["data", "baseline", "ring", "--num-mc", "2000"]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("ring")][0]
+    hd = float(line.split()[4])
+    assert cli.main(["hellinger", "ring:train", "ring:test", "--num-mc", "2000"]) == 0
+    assert float(capsys.readouterr().out) == pytest.approx(hd, abs=1e-4)
+    assert 0 < hd < 0.1
