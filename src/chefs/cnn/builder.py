@@ -15,7 +15,8 @@ Y is a softmax of linear maps of its parents (eq. 20)::
 The per-node biases ``b_i`` and ``b_Y`` are not printed in eqs. 17 and 20;
 they are the usual convolution biases, one per node rather than one per edge
 (a sum of per-edge biases is one bias). Nodes not reachable from X have no
-parameters. If X has no child the network is ``softmax(b_Y)``.
+parameters; if X has no child, Y is unreachable too and the network has no
+parameter at all: it outputs the uniform distribution (zero logits).
 
 Parameter names carry the order values (exact ``repr`` of the floats) so that
 weights can be matched between graphs (warm starts) and saved in NPZ files::
@@ -108,6 +109,8 @@ def _make_module_class():
                     acc = out if acc is None else acc + out
                 b = self.param(plan["bias"][node]).view(1, -1, 1, 1)
                 tensors[node] = F.relu(acc + b)
+            if plan["y"] not in plan["bias"]:  # X has no child: no parameters, uniform output
+                return x.new_zeros((x.shape[0], plan["num_classes"]))
             logits = self.param(plan["bias"][plan["y"]]).unsqueeze(0).expand(x.shape[0], -1)
             for parent in plan["parents"][plan["y"]]:
                 v = self.param(plan["head"][parent])
@@ -182,7 +185,7 @@ def _plan(dag: DAG, input_shape, num_classes: int, shape_rule: ShapeRule) -> dic
         else:
             conv[(p, c)] = conv_name(th[p], th[c])
             params[conv[(p, c)]] = (shapes[c][0], shapes[p][0], 3, 3)
-    for k in order + [y]:
+    for k in order + ([y] if mask[y] else []):
         bias[k] = bias_name(th[k])
         params[bias[k]] = (shapes[k][0],) if k != y else (num_classes,)
     return {

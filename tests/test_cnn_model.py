@@ -1,0 +1,199 @@
+"""chefs.cnn torch parts: builder properties, warm start, evidence, chain plumbing, data, storage."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from chefs import DAG, ICP  # noqa: E402
+from chefs.cnn import ShapeRule, network_edges, reachable_mask  # noqa: E402
+from chefs.cnn.builder import build_network, init_arrays, param_nodes  # noqa: E402
+from chefs.cnn.chain import ChainConfig, bare_graph, init_state, mh_step, run_chains, sample  # noqa: E402
+from chefs.cnn.data import Dataset, load_data  # noqa: E402
+from chefs.cnn.store import read_run, write_run  # noqa: E402
+from chefs.cnn.train import Evaluator, TrainConfig  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def g(theta, edges):
+    n = len(theta)
+    obs = [True, True] + [False] * (n - 2)
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    return DAG(theta, obs, e[:, 0], e[:, 1], obs)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), gamma=st.floats(0.5, 4.0), phi=st.floats(0.5, 5.0),
+       side=st.sampled_from([5, 8]), channels=st.sampled_from([1, 2]))
+def test_built_module_runs_and_only_reachable_nodes_have_parameters(seed, gamma, phi, side, channels):
+    rng = np.random.default_rng(seed)
+    dag = ICP(1.0, gamma, phi).sample(rng, 2, observed_order=[1.0, 0.0], max_nodes=40)
+    rule = ShapeRule(n_bins=5, base_channels=2)
+    net = build_network(dag, (channels, side, side), 3, rule, rng=rng)
+    x = torch.as_tensor(rng.random((2, channels, side, side)), dtype=torch.float32)
+    out = net(x)
+    assert out.shape == (2, 3) and torch.all(torch.isfinite(out))
+    mask = reachable_mask(dag)
+    reach_theta = set(dag.theta[mask].tolist())
+    edge_keys = {(float(dag.theta[p]), float(dag.theta[c])) for p, c in network_edges(dag)}
+    named_edges = set()
+    for name in net.names:
+        nodes = param_nodes(name)
+        assert set(nodes) <= reach_theta, name
+        if len(nodes) == 2:
+            named_edges.add(nodes)
+    assert named_edges == edge_keys  # one parameter tensor per network edge, no other
+    biases = {param_nodes(n)[0] for n in net.names if n.startswith("bias|")}
+    assert biases == reach_theta - {1.0}  # every reachable node but X has a bias
+    if net.names:
+        out.sum().backward()  # differentiable
+        assert all(p.grad is not None for p in net.params)
+
+
+def test_bare_and_empty_graphs():
+    rng = np.random.default_rng(0)
+    net = build_network(bare_graph(True), (1, 8, 8), 3, rng=rng)
+    assert net(torch.zeros(4, 1, 8, 8)).shape == (4, 3)
+    assert sorted(n.split("|")[0] for n in net.names) == ["bias", "head"]
+    empty = build_network(bare_graph(False), (1, 8, 8), 3, rng=rng)
+    assert empty.names == []  # Y is not reachable: no parameter, uniform output
+    torch.testing.assert_close(empty(torch.zeros(2, 1, 8, 8)), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="shape"):
+        net(torch.zeros(4, 1, 7, 8))
+    with pytest.raises(ValueError):
+        build_network(bare_graph(True), (1, 8), 3)
+    with pytest.raises(ValueError):
+        build_network(bare_graph(True), (1, 8, 8), 1)
+
+
+def test_warm_start_copies_kept_edges_and_adding_an_edge_keeps_the_function():
+    rng = np.random.default_rng(1)
+    old = g([1.0, 0.0, 0.7, 0.3], [[0, 2], [2, 3], [3, 1]])
+    net_old = build_network(old, (1, 8, 8), 3, rng=rng)
+    w = net_old.arrays()
+    new = g([1.0, 0.0, 0.7, 0.3], [[0, 2], [2, 3], [3, 1], [0, 3], [2, 1]])
+    init = init_arrays(build_network(new, (1, 8, 8), 3).plan, rng, keep=w, new_edge_init="zero")
+    for name, arr in w.items():
+        np.testing.assert_array_equal(init[name], arr)
+    assert not np.any(init["conv|1.0|0.3"]) and not np.any(init["head|0.7|0.0"])
+    net_new = build_network(new, (1, 8, 8), 3, init=init)
+    x = torch.rand(5, 1, 8, 8)
+    torch.testing.assert_close(net_new(x), net_old(x))
+    rnd = init_arrays(net_new.plan, rng, keep=w, new_edge_init="random")
+    assert np.any(rnd["conv|1.0|0.3"])
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_data("digits", seed=0, max_train=120)
+
+
+def test_evidence_is_fixed_and_matches_cross_entropy(digits):
+    ev = Evaluator(digits, TrainConfig(steps=5, warm_steps=2, batch_size=20, evidence_size=50), ShapeRule(),
+                   evidence_rng=np.random.default_rng(0))
+    res = ev.fit(bare_graph(), np.random.default_rng(0))
+    net = ev.build(bare_graph(), init=res.weights)
+    assert ev.log_evidence(net) == pytest.approx(res.log_evidence)
+    x = torch.as_tensor(digits.x_train[ev.evidence_index])
+    y = torch.as_tensor(digits.y_train[ev.evidence_index])
+    ce = torch.nn.functional.cross_entropy(net(x), y, reduction="sum").item()
+    assert res.log_evidence == pytest.approx(-ce, rel=1e-4)
+    assert res.steps == 5 and not res.warm
+    warm = ev.fit(bare_graph(), np.random.default_rng(1), warm=res.weights)
+    assert warm.steps == 2 and warm.warm
+
+
+class _Fit:
+    def __init__(self, value=0.0):
+        self.calls = 0
+        self.value = value
+
+    def __call__(self, dag, rng, warm):
+        self.calls += 1
+
+        class R:
+            pass
+
+        r = R()
+        r.log_evidence, r.weights, r.steps = self.value, {"w": np.zeros(1)}, 3
+        return r
+
+
+def test_driver_always_accept_and_always_reject():
+    prior = ICP(1.0, 2.0, 1.0)
+    rng = np.random.default_rng(0)
+    fit = _Fit()
+    state = init_state(bare_graph(), prior, fit, rng)
+    grow = g([1.0, 0.0, 0.5], [[0, 2], [2, 1]])
+
+    def accept(r, d):
+        return grow, math.inf
+
+    def reject(r, d):
+        return grow, -math.inf
+
+    s2, info = mh_step(rng, state, accept, fit, prior, 1, 1)
+    assert info.accepted and info.trained and s2.dag == grow and s2.net_id == 1 and fit.calls == 2
+    s3, info = mh_step(rng, state, reject, fit, prior, 1, 1)
+    assert not info.accepted and not info.trained and s3 is state and fit.calls == 2
+    # a change outside the forward network is scored without training
+    same_net = g([1.0, 0.0, 0.5], [[0, 1], [2, 1]])
+    s4, info = mh_step(rng, state, lambda r, d: (same_net, 0.0), fit, prior, 1, 1)
+    assert info.accepted and not info.trained and s4.net_id == state.net_id and fit.calls == 2
+    flip = lambda r, d: (grow if d.num_nodes == 2 else bare_graph(), math.inf)  # noqa: E731
+    states = list(sample(rng, state, flip, fit, prior, 3))
+    assert [s.net_id for s, _ in states] == [1, 2, 3] and fit.calls == 5
+    assert [s.dag.num_nodes for s, _ in states] == [3, 2, 3]
+
+
+def test_chain_end_to_end_serial_is_reproducible(digits, tmp_path):
+    cfg = ChainConfig(samples=3, train=TrainConfig(steps=20, warm_steps=5, batch_size=30))
+    a = run_chains(digits, cfg, 2, seed=7, executor="serial")
+    b = run_chains(digits, cfg, 2, seed=7, executor="serial")
+    for ra, rb in zip(a, b):
+        assert [r["theta"] for r in ra.records] == [r["theta"] for r in rb.records]
+        assert [r["log_evidence"] for r in ra.records] == [r["log_evidence"] for r in rb.records]
+    path = write_run(tmp_path / "run", a, {"chain": cfg.to_dict()}, digits.y_test)
+    with pytest.raises(FileExistsError):
+        write_run(tmp_path / "run", a, {}, digits.y_test)
+    write_run(tmp_path / "run", a, {"chain": cfg.to_dict()}, digits.y_test, force=True)
+    run = read_run(path)
+    assert len(run["records"]) == 6 and run["config"]["complete"]
+    rec = run["records"][0]
+    DAG.from_dict(rec)  # each line is a valid DAG JSON
+    for k in ("accuracy", "num_nodes", "avg_degree", "width", "depth", "theta_mean", "log_evidence"):
+        assert k in rec
+    with np.load(path / "weights.npz", allow_pickle=False) as z:
+        assert any(k.startswith("c0/n0/head|1.0|0.0") for k in z.files)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    with pytest.raises(ValueError, match="does not look like a run"):
+        write_run(tmp_path / "other", a, {}, digits.y_test, force=True)
+
+
+def test_npz_data_and_bad_input(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, size=(40, 6, 6)).astype(np.uint8)
+    y = np.repeat([5, 7], 20)
+    np.savez(tmp_path / "d.npz", X=x, y=y)
+    d = load_data(str(tmp_path / "d.npz"), seed=1, test_fraction=0.25)
+    assert isinstance(d, Dataset) and d.input_shape == (1, 6, 6) and d.classes == (5, 7)
+    assert d.x_train.max() <= 1.0 and set(np.unique(d.y_train)) == {0, 1} and d.y_test.size == 10
+    np.savez(tmp_path / "c.npz", X=rng.random((30, 3, 4, 4)), y=np.arange(30) % 3)
+    assert load_data(str(tmp_path / "c.npz"), classes="2,0").classes == (2, 0)
+    np.savez(tmp_path / "bad.npz", X=x)
+    with pytest.raises(ValueError, match="'y'"):
+        load_data(str(tmp_path / "bad.npz"))
+    with pytest.raises(ValueError, match="mnist123"):
+        load_data("nonsense")
+    with pytest.raises(ValueError, match="do not occur"):
+        load_data(str(tmp_path / "d.npz"), classes=(5, 9))
+    with pytest.raises(ValueError):
+        TrainConfig(lr=-1)
+    with pytest.raises(ValueError):
+        ChainConfig(init="random")
