@@ -1,0 +1,237 @@
+"""``OutTree``: the tdid nonparametric density estimator of paper 004.
+
+Fit by variational Bayes (004, sec. 3), then score and sample new points with
+the matrix-tree predictive (004, sec. 2; see :mod:`chefs.outtree.predictive`).
+A fitted model is saved as ``model.json`` + ``arrays.npz`` (no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .gaussian import MNIW, NIW
+from .predictive import Predictive
+from .vb import VBInfo, run_vb
+
+__all__ = ["OutTree", "validate_data"]
+
+FORMAT_VERSION = 1
+
+
+def validate_data(X, *, name: str = "X", min_rows: int = 1, dim: int | None = None) -> np.ndarray:
+    """Return ``X`` as a finite 2-D float array or raise ``ValueError`` saying what to fix."""
+    try:
+        X = np.asarray(X, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be numeric: {err}") from None
+    if X.ndim == 1 and dim == 1:
+        X = X[:, None]
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (rows = points), got shape {X.shape}")
+    if X.shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {X.shape[0]}")
+    if X.shape[1] < 1:
+        raise ValueError(f"{name} has no columns")
+    if dim is not None and X.shape[1] != dim:
+        raise ValueError(f"{name} has {X.shape[1]} columns but the model was fitted on {dim}")
+    bad = ~np.isfinite(X)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValueError(f"{name} contains NaN or inf (first at row {r}, column {c}); "
+                         "remove or impute those values")
+    return X
+
+
+def _as_rng(rng) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or isinstance(rng, (int, np.integer)):
+        return np.random.default_rng(rng)
+    raise ValueError("rng must be a numpy.random.Generator, an int seed or None")
+
+
+class OutTree:
+    """Out-tree (tdid) density estimator with variational Bayes (Jebara, paper 004).
+
+    Parameters
+    ----------
+    iters : int
+        Maximum number of VB iterations.
+    tol : float
+        Stop when the relative change of the ELBO is below ``tol``.
+    noise_scale : float
+        Prior mean of the conditional noise standard deviation, as a fraction
+        of the data standard deviation (weak prior, ``nu = d + 2``).
+    normalizer_samples : int
+        Importance samples for the predictive normaliser ``c(X)``.
+
+    Attributes (after ``fit``)
+    --------------------------
+    elbo_ : list of float — ELBO after each parameter update.
+    infos_ : list of :class:`~chefs.outtree.vb.VBInfo`.
+    q_c_ : MNIW posterior over ``(A, c, Sigma)``.
+    """
+
+    def __init__(self, iters: int = 50, tol: float = 1e-7, noise_scale: float = 0.1,
+                 normalizer_samples: int = 4096):
+        if int(iters) < 1:
+            raise ValueError("iters must be a positive integer")
+        if not tol > 0:
+            raise ValueError("tol must be positive")
+        if not noise_scale > 0:
+            raise ValueError("noise_scale must be positive")
+        if int(normalizer_samples) < 2:
+            raise ValueError("normalizer_samples must be at least 2")
+        self.iters = int(iters)
+        self.tol = float(tol)
+        self.noise_scale = float(noise_scale)
+        self.normalizer_samples = int(normalizer_samples)
+        self._pred: Predictive | None = None
+
+    # ------------------------------------------------------------------
+    def fit(self, X, rng=None, callback=None) -> "OutTree":
+        """Fit by VB (004 sec. 3), then prepare the predictive and its normaliser.
+
+        Parameters
+        ----------
+        X : (T, d) array, T >= 2, finite.
+        rng : numpy.random.Generator or int seed, used for the importance-sampling
+            normaliser only (the VB fit itself is deterministic).
+        callback : optional function called with each :class:`VBInfo`.
+        """
+        X = validate_data(X, min_rows=2)
+        rng = _as_rng(rng)
+        if np.allclose(X, X[0]):
+            raise ValueError("all rows of X are identical; the out-tree model needs spread data")
+        t0 = time.perf_counter()
+        self.prior_ = MNIW.default_prior(X, self.noise_scale)
+        self.root_ = NIW.from_data(X)
+        state, infos = run_vb(X, self.prior_, self.root_, iters=self.iters, tol=self.tol,
+                              callback=callback)
+        self.q_c_ = state.q_c
+        self.infos_: list[VBInfo] = infos
+        self.elbo_ = [i.elbo_parameters for i in infos]
+        self.X_ = X
+        self._build_predictive()
+        self._pred.estimate_normalizer(self.normalizer_samples, rng)
+        self.fit_seconds_ = time.perf_counter() - t0
+        return self
+
+    def _build_predictive(self):
+        B, Sigma = self.q_c_.point_estimate()
+        self._pred = Predictive(self.X_, B, Sigma, self.root_)
+
+    def _check_fitted(self):
+        if self._pred is None:
+            raise ValueError("this OutTree is not fitted yet; call fit(X) first")
+
+    @property
+    def n_features_(self) -> int:
+        self._check_fitted()
+        return self.X_.shape[1]
+
+    @property
+    def log_normalizer_(self) -> tuple[float, float]:
+        """``(log c(X), relative standard error)`` of the predictive normaliser."""
+        self._check_fitted()
+        return self._pred.log_norm, self._pred.log_norm_se
+
+    # ------------------------------------------------------------------
+    def log_ratio(self, X) -> np.ndarray:
+        """Exact ``log p(X_train, x) - log p(X_train)`` per row (unnormalised)."""
+        self._check_fitted()
+        X = validate_data(X, min_rows=1, dim=self.n_features_)
+        return self._pred.log_ratio(X)
+
+    def score_samples(self, X) -> np.ndarray:
+        """Predictive log-density of each row, scored one at a time against the
+        training set: ``log ratio(x) - log c(X_train)``."""
+        self._check_fitted()
+        X = validate_data(X, min_rows=1, dim=self.n_features_)
+        return self._pred.log_density(X)
+
+    def score(self, X) -> float:
+        """Mean predictive log-density of the rows of ``X``."""
+        return float(np.mean(self.score_samples(X)))
+
+    def sample(self, n: int, rng=None, candidates: int = 16) -> np.ndarray:
+        """Draw ``n`` fantasy points from the predictive (sampling-importance-resampling)."""
+        self._check_fitted()
+        if int(n) < 1:
+            raise ValueError("n must be a positive integer")
+        if int(candidates) < 1:
+            raise ValueError("candidates must be a positive integer")
+        return self._pred.sample(int(n), _as_rng(rng), int(candidates))
+
+    # ------------------------------------------------------------------
+    def save(self, run_dir, force: bool = False, extra: dict | None = None) -> Path:
+        """Write ``model.json`` and ``arrays.npz`` into ``run_dir`` (open formats only).
+
+        Refuses to overwrite an existing directory unless ``force``.
+        """
+        self._check_fitted()
+        run = Path(run_dir)
+        if run.exists() and not force:
+            raise FileExistsError(f"{run} already exists; pass --force (force=True) to overwrite")
+        if run.exists() and not run.is_dir():
+            raise NotADirectoryError(f"{run} exists and is not a directory")
+        run.mkdir(parents=True, exist_ok=True)
+        q, p, r = self.q_c_, self.prior_, self.root_
+        arrays = {"X": self.X_, "q_M": q.M, "q_V": q.V, "q_psi": q.psi,
+                  "prior_M": p.M, "prior_V": p.V, "prior_psi": p.psi,
+                  "root_mu0": r.mu0, "root_psi0": r.psi0}
+        meta = {
+            "format": "chefs.outtree", "version": FORMAT_VERSION,
+            "n_points": int(self.X_.shape[0]), "n_features": int(self.X_.shape[1]),
+            "params": {"iters": self.iters, "tol": self.tol, "noise_scale": self.noise_scale,
+                       "normalizer_samples": self.normalizer_samples},
+            "q_nu": q.nu, "prior_nu": p.nu, "root_kappa0": r.kappa0, "root_nu0": r.nu0,
+            "log_normalizer": self._pred.log_norm, "log_normalizer_rel_se": self._pred.log_norm_se,
+            "elbo": self.elbo_,
+            "elbo_structure": [i.elbo_structure for i in self.infos_],
+            "fit_seconds": getattr(self, "fit_seconds_", None),
+        }
+        if extra:
+            meta.update(extra)
+        # data first, metadata last; each via a temp file and an atomic rename
+        fd, tmp = tempfile.mkstemp(dir=run, suffix=".npz.tmp")
+        os.close(fd)
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, run / "arrays.npz")
+        fd, tmp = tempfile.mkstemp(dir=run, suffix=".json.tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(meta, fh, indent=2)
+        os.replace(tmp, run / "model.json")
+        return run
+
+    @classmethod
+    def load(cls, run_dir) -> "OutTree":
+        """Load a model written by :meth:`save` (recomputes the O(T^3) predictive)."""
+        run = Path(run_dir)
+        if not (run / "model.json").is_file() or not (run / "arrays.npz").is_file():
+            raise FileNotFoundError(f"{run} is not an outtree run (need model.json and arrays.npz)")
+        meta = json.loads((run / "model.json").read_text())
+        if meta.get("format") != "chefs.outtree":
+            raise ValueError(f"{run}/model.json is not a chefs outtree model")
+        with np.load(run / "arrays.npz", allow_pickle=False) as z:
+            a = {k: z[k] for k in z.files}
+        self = cls(**meta["params"])
+        self.X_ = a["X"]
+        self.q_c_ = MNIW(a["q_M"], a["q_V"], a["q_psi"], float(meta["q_nu"]))
+        self.prior_ = MNIW(a["prior_M"], a["prior_V"], a["prior_psi"], float(meta["prior_nu"]))
+        self.root_ = NIW(a["root_mu0"], float(meta["root_kappa0"]), a["root_psi0"],
+                         float(meta["root_nu0"]))
+        self.elbo_ = list(meta["elbo"])
+        self.infos_ = []
+        self.meta_ = meta
+        self._build_predictive()
+        self._pred.log_norm = float(meta["log_normalizer"])
+        self._pred.log_norm_se = float(meta["log_normalizer_rel_se"])
+        return self
