@@ -77,7 +77,7 @@ def test_warm_start_copies_kept_edges_and_adding_an_edge_keeps_the_function():
     net_old = build_network(old, (1, 8, 8), 3, rng=rng)
     w = net_old.arrays()
     new = g([1.0, 0.0, 0.7, 0.3], [[0, 2], [2, 3], [3, 1], [0, 3], [2, 1]])
-    init = init_arrays(build_network(new, (1, 8, 8), 3).plan, rng, keep=w, new_edge_init="zero")
+    init = init_arrays(build_network(new, (1, 8, 8), 3).plan, rng, keep=w, new_edge_init="preserve")
     for name, arr in w.items():
         np.testing.assert_array_equal(init[name], arr)
     assert not np.any(init["conv|1.0|0.3"]) and not np.any(init["head|0.7|0.0"])
@@ -147,8 +147,11 @@ def test_driver_always_accept_and_always_reject():
     assert info.accepted and not info.trained and s4.net_id == state.net_id and fit.calls == 2
     flip = lambda r, d: (grow if d.num_nodes == 2 else bare_graph(), math.inf)  # noqa: E731
     states = list(sample(rng, state, flip, fit, prior, 3))
-    assert [s.net_id for s, _ in states] == [1, 2, 3] and fit.calls == 5
+    assert [s.net_id for s, _ in states] == [1, 3, 5] and fit.calls == 5
     assert [s.dag.num_nodes for s, _ in states] == [3, 2, 3]
+    # refresh: the current network is trained too (a second fit) and kept with a new id
+    s5, info = mh_step(rng, state, reject_after_fit := (lambda r, d: (grow, -50.0)), fit, prior, 1, 1, refresh=True)
+    assert not info.accepted and info.trained and fit.calls == 7 and s5.net_id == 1 and info.train_steps == 6
 
 
 def test_chain_end_to_end_serial_is_reproducible(digits, tmp_path):
@@ -169,7 +172,7 @@ def test_chain_end_to_end_serial_is_reproducible(digits, tmp_path):
     for k in ("accuracy", "num_nodes", "avg_degree", "width", "depth", "theta_mean", "log_evidence"):
         assert k in rec
     with np.load(path / "weights.npz", allow_pickle=False) as z:
-        assert any(k.startswith("c0/n0/head|1.0|0.0") for k in z.files)
+        assert any(k.startswith("c0/n") and "/head|" in k for k in z.files)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "keep.txt").write_text("x")
     with pytest.raises(ValueError, match="does not look like a run"):
@@ -197,3 +200,26 @@ def test_npz_data_and_bad_input(tmp_path):
         TrainConfig(lr=-1)
     with pytest.raises(ValueError):
         ChainConfig(init="random")
+
+
+def test_birth_warm_start_preserves_the_function():
+    """A node born on an edge starts as identity -> old weights (exact within one shape bin)."""
+    rng = np.random.default_rng(2)
+    old = g([1.0, 0.0, 0.9, 0.5], [[0, 2], [2, 3], [3, 1], [2, 1]])
+    net_old = build_network(old, (1, 8, 8), 3, rng=rng)
+    x = torch.rand(6, 1, 8, 8)
+    ref = net_old(x)
+    w = net_old.arrays()
+    # births within a bin: X -> a (j at 0.95, bin 0), a -> Y (j at 0.85, bin 0), a -> b (j at 0.45, b's bin)
+    cases = [([1.0, 0.0, 0.9, 0.5, 0.95], [[0, 4], [4, 2], [2, 3], [3, 1], [2, 1]], True),
+             ([1.0, 0.0, 0.9, 0.5, 0.85], [[0, 2], [2, 3], [3, 1], [2, 4], [4, 1]], True),
+             ([1.0, 0.0, 0.9, 0.5, 0.55], [[0, 2], [2, 4], [4, 3], [3, 1], [2, 1]], True),
+             ([1.0, 0.0, 0.9, 0.5, 0.3], [[0, 2], [2, 3], [3, 4], [4, 1], [2, 1]], False)]
+    for theta, edges, exact in cases:
+        new = g(theta, edges)
+        net = build_network(new, (1, 8, 8), 3, rng=rng, init=w, new_edge_init="preserve")
+        out = net(x)
+        if exact:
+            torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+        rnd = build_network(new, (1, 8, 8), 3, rng=rng, init=w, new_edge_init="random")(x)
+        assert (out - ref).abs().mean() <= (rnd - ref).abs().mean()

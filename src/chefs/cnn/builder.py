@@ -192,30 +192,82 @@ def _plan(dag: DAG, input_shape, num_classes: int, shape_rule: ShapeRule) -> dic
         "x": x, "y": y, "order": order, "parents": parents, "input_shape": input_shape,
         "sides": {k: tuple(shapes[k][1:]) for k in shapes}, "shapes": shapes,
         "conv": conv, "head": head, "bias": bias, "params": params, "num_classes": num_classes,
+        "theta": {k: float(th[k]) for k in order + [x, y]},
     }
 
 
+def _adaptive_windows(n_in: int, n_out: int):
+    """Windows of ``adaptive_avg_pool`` along one axis (PyTorch's rule)."""
+    return [(math.floor(o * n_in / n_out), math.ceil((o + 1) * n_in / n_out)) for o in range(n_out)]
+
+
+def _pool_sum(v: np.ndarray, out_hw) -> np.ndarray:
+    """Sum of the last two axes of ``v`` over adaptive pooling windows (adjoint-like transfer of a head)."""
+    h, w = v.shape[-2:]
+    if (h, w) == tuple(out_hw):
+        return v.copy()
+    rows = _adaptive_windows(h, out_hw[0])
+    cols = _adaptive_windows(w, out_hw[1])
+    out = np.empty(v.shape[:-2] + tuple(out_hw), dtype=v.dtype)
+    for a, (r0, r1) in enumerate(rows):
+        for b, (c0, c1) in enumerate(cols):
+            out[..., a, b] = v[..., r0:r1, c0:c1].sum(axis=(-2, -1))
+    return out
+
+
+def _births(plan: dict, keep: dict) -> dict:
+    """New hidden nodes j with one parent k and one child i whose old edge k -> i had weights in ``keep``."""
+    children: dict = {}
+    for (p, c) in plan["conv"]:
+        children.setdefault(p, []).append(c)
+    for p in plan["head"]:
+        children.setdefault(p, []).append(plan["y"])
+    th = plan["theta"]
+    out = {}
+    for j in plan["order"]:
+        if plan["bias"][j] in keep or len(plan["parents"][j]) != 1 or len(children.get(j, [])) != 1:
+            continue
+        k, i = plan["parents"][j][0], children[j][0]
+        if k in children and i in children[k]:
+            continue
+        old = (head_name if i == plan["y"] else conv_name)(th[k], th[i])
+        if old in keep:
+            out[j] = (k, i, old)
+    return out
+
+
 def init_arrays(plan_or_net, rng: np.random.Generator, keep: dict | None = None,
-                new_edge_init: str = "zero") -> dict:
+                new_edge_init: str = "preserve") -> dict:
     """Initial parameter values as ``{name: float32 array}``, drawn from ``rng``.
 
     Fresh edges get He-uniform weights ``U(-s, s)``, ``s = sqrt(6 / fan_in) /
     sqrt(in_degree)`` (ReLU gain, the sum over parents keeps the variance of
     one parent); heads ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``; biases zero.
-    With ``keep`` (the weights of the current state, a warm start), every
-    parameter found there with the same shape is copied, and with
-    ``new_edge_init="zero"`` a *new* edge into a node that already has a
-    parameter in ``keep`` starts at zero, so adding an edge leaves the
-    network's function unchanged (see ``docs/derivations-cnn.md``).
+
+    With ``keep`` (the weights of the current state: a warm start) every
+    parameter found there with the same shape is copied. With
+    ``new_edge_init="preserve"`` the proposal starts from (nearly) the
+    current network's function: a new edge into a node that already has
+    weights starts at zero, and a node ``j`` born on an edge ``k -> i``
+    (:class:`chefs.cnn.NodeBirthDeath`) gets an identity embedding ``k -> j``
+    (channel ``c`` of k to channel ``c`` of j, centre tap 1) and the old
+    weights of ``k -> i`` on ``j -> i`` (a head's weights summed over the
+    pooling windows when j has fewer pixels), "Net2Net"-style. Exact when j
+    has k's shape and ``P_ji P_kj = P_ki``; see ``docs/derivations-cnn.md``.
+    ``"random"`` initialises every new edge at random.
     """
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator (use numpy.random.default_rng(seed))")
-    if new_edge_init not in ("zero", "random"):
-        raise ValueError(f"new_edge_init must be 'zero' or 'random', got {new_edge_init!r}")
+    if new_edge_init == "zero":
+        new_edge_init = "preserve"
+    if new_edge_init not in ("preserve", "random"):
+        raise ValueError(f"new_edge_init must be 'preserve' or 'random', got {new_edge_init!r}")
     plan = plan_or_net.plan if hasattr(plan_or_net, "plan") else plan_or_net
     keep = keep or {}
     out = {}
     th_bias_kept = {param_nodes(n)[0] for n in keep if n.startswith("bias|")}
+    preserve = bool(keep) and new_edge_init == "preserve"
+    births = _births(plan, keep) if preserve else {}
     for name, shape in plan["params"].items():
         k = keep.get(name)
         if k is not None and tuple(np.shape(k)) == tuple(shape):
@@ -226,7 +278,7 @@ def init_arrays(plan_or_net, rng: np.random.Generator, keep: dict | None = None,
             out[name] = np.zeros(shape, dtype=np.float32)
             continue
         child_theta = param_nodes(name)[1]
-        if keep and new_edge_init == "zero" and child_theta in th_bias_kept:
+        if preserve and child_theta in th_bias_kept:
             out[name] = np.zeros(shape, dtype=np.float32)
             continue
         if kind == "conv":
@@ -236,12 +288,31 @@ def init_arrays(plan_or_net, rng: np.random.Generator, keep: dict | None = None,
         else:
             s = 1.0 / math.sqrt(shape[1])
         out[name] = rng.uniform(-s, s, size=shape).astype(np.float32)
+    for j, (k, i, old) in births.items():
+        ck, cj = plan["shapes"][k][0], plan["shapes"][j][0]
+        m = min(ck, cj)
+        w_kj = np.zeros(plan["params"][plan["conv"][(k, j)]], dtype=np.float32)
+        w_kj[np.arange(m), np.arange(m), 1, 1] = 1.0
+        out[plan["conv"][(k, j)]] = w_kj
+        w_old = np.asarray(keep[old], dtype=np.float32)
+        if i == plan["y"]:
+            hk, wk = plan["sides"][k]
+            v = w_old.reshape(w_old.shape[0], ck, hk, wk)[:, :m]
+            v = _pool_sum(v, plan["sides"][j])
+            new = np.zeros((w_old.shape[0], cj) + tuple(plan["sides"][j]), dtype=np.float32)
+            new[:, :m] = v
+            out[plan["head"][j]] = new.reshape(w_old.shape[0], -1)
+        else:
+            name = plan["conv"][(j, i)]
+            new = np.zeros(plan["params"][name], dtype=np.float32)
+            new[:, :m] = w_old[:, :m]
+            out[name] = new
     return out
 
 
 def build_network(dag: DAG, input_shape, num_classes: int, shape_rule: ShapeRule | None = None,
                   rng: np.random.Generator | None = None, init: dict | None = None,
-                  new_edge_init: str = "zero", device="cpu"):
+                  new_edge_init: str = "preserve", device="cpu"):
     """Build the convolutional network of ``dag`` (eqs. 17-20 of 002).
 
     Parameters
@@ -259,8 +330,9 @@ def build_network(dag: DAG, input_shape, num_classes: int, shape_rule: ShapeRule
         parameters are left at zero (load them with ``load_arrays``).
     init : dict, optional
         Warm-start weights ``{name: array}`` copied where names and shapes match.
-    new_edge_init : {"zero", "random"}
-        Initial value of new edges into already-parameterised nodes (warm start).
+    new_edge_init : {"preserve", "random"}
+        Warm start: start new edges so that the network's function is kept
+        (see :func:`init_arrays`) or at random.
     device : str or torch.device
 
     Returns

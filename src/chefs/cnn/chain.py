@@ -64,6 +64,13 @@ class ChainConfig:
         edges, or at a draw from the ICP prior (expensive with gamma = 20).
     toggle_weight : float
         Probability of an edge toggle (else a node birth/death).
+    refresh : bool
+        When a proposal is trained (``train.warm_steps`` from the current
+        weights), also train the current network the same number of steps
+        from its own weights and use its refreshed evidence in the ratio, so
+        both sides of the comparison have had the same training (default
+        True; doubles the training cost of a step, see
+        ``docs/derivations-cnn.md``). The refreshed weights are kept.
     train : TrainConfig
     """
 
@@ -78,6 +85,7 @@ class ChainConfig:
     thin: int = 1
     init: str = "bare"
     toggle_weight: float = 0.5
+    refresh: bool = True
     train: "object" = None  # TrainConfig; None -> TrainConfig()
 
     def __post_init__(self):
@@ -166,7 +174,7 @@ def init_state(dag: DAG, prior: ICP, fit: FitFn, rng: np.random.Generator) -> Ch
 
 
 def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, prior: ICP,
-            iteration: int = 0, next_id: int = 1) -> tuple[ChainState, StepInfo]:
+            iteration: int = 0, next_id: int = 1, refresh: bool = False) -> tuple[ChainState, StepInfo]:
     """One Metropolis-Hastings step over structures (eqs. 14-16 and 21 of 002).
 
     Parameters
@@ -180,7 +188,11 @@ def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, p
     prior : ICP
         Only used to store the new state's log prior.
     next_id : int
-        Network id given to an accepted state whose network is new.
+        First unused network id (ids only need to be unique within a chain).
+    refresh : bool
+        Before training a proposal, train the current network ``fit(dag, rng,
+        weights)`` too and compare with its refreshed evidence (kept, with a
+        new network id, whatever the outcome).
     """
     t0 = time.perf_counter()
     new, log_ratio = proposal(rng, state.dag)
@@ -195,9 +207,15 @@ def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, p
     if key == state.network_key:
         lev, weights, net_id = state.log_evidence, state.weights, state.net_id
     else:
+        if refresh:
+            cur = fit(state.dag, rng, state.weights)
+            state = ChainState(state.dag, state.network_key, state.log_prior, float(cur.log_evidence),
+                               cur.weights, next_id)
+            next_id += 1
+            steps += int(cur.steps)
         res = fit(new, rng, state.weights)
         lev, weights, net_id = float(res.log_evidence), res.weights, next_id
-        trained, steps = True, int(res.steps)
+        trained, steps = True, steps + int(res.steps)
     log_accept = log_ratio + lev - state.log_evidence
     if math.isnan(log_accept):
         log_accept = -math.inf
@@ -210,13 +228,12 @@ def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, p
 
 
 def sample(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, prior: ICP,
-           iterations: int) -> Iterator[tuple[ChainState, StepInfo]]:
+           iterations: int, refresh: bool = False) -> Iterator[tuple[ChainState, StepInfo]]:
     """Generator of ``(state, info)`` after each of ``iterations`` MH steps."""
     next_id = state.net_id + 1
     for it in range(1, int(iterations) + 1):
-        state, info = mh_step(rng, state, proposal, fit, prior, it, next_id)
-        if state.net_id == next_id:
-            next_id += 1
+        state, info = mh_step(rng, state, proposal, fit, prior, it, next_id, refresh)
+        next_id += 2  # at most two new networks per step (refreshed current, proposal)
         yield state, info
 
 
@@ -284,7 +301,7 @@ def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_see
         records.append(rec)
 
     total = config.burn_in + config.samples * config.thin
-    for st, info in sample(rng, state, proposal, fit, prior, total):
+    for st, info in sample(rng, state, proposal, fit, prior, total, config.refresh):
         infos.append(asdict(info))
         it = info.iteration
         if it > config.burn_in and (it - config.burn_in) % config.thin == 0:

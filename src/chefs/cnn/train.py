@@ -42,8 +42,10 @@ class TrainConfig:
         Adam step size (eq. 21 of 002 prints 0.1).
     batch_size : int
         Minibatch size (paper: 100).
-    new_edge_init : {"zero", "random"}
-        Warm start: initial value of new edges into existing nodes.
+    new_edge_init : {"preserve", "random"}
+        Warm start: new edges start so as to keep the current network's
+        function (zero into existing nodes, identity/copy for a node born on
+        an edge; :func:`chefs.cnn.builder.init_arrays`), or at random.
     evidence_size : int or None
         Evaluate the evidence on this many fixed training images (None: all).
     device : str
@@ -56,7 +58,7 @@ class TrainConfig:
     warm_steps: int = 100
     lr: float = 0.01
     batch_size: int = 100
-    new_edge_init: str = "zero"
+    new_edge_init: str = "preserve"
     evidence_size: int | None = None
     device: str = "cpu"
     threads: int = 1
@@ -70,8 +72,8 @@ class TrainConfig:
             raise ValueError(f"warm_steps must be a non-negative integer, got {self.warm_steps!r}")
         if not (math.isfinite(float(self.lr)) and float(self.lr) > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
-        if self.new_edge_init not in ("zero", "random"):
-            raise ValueError(f"new_edge_init must be 'zero' or 'random', got {self.new_edge_init!r}")
+        if self.new_edge_init not in ("preserve", "random"):
+            raise ValueError(f"new_edge_init must be 'preserve' or 'random', got {self.new_edge_init!r}")
         if self.evidence_size is not None and int(self.evidence_size) < 1:
             raise ValueError(f"evidence_size must be a positive integer or None, got {self.evidence_size!r}")
         if self.device not in ("cpu", "cuda") and not str(self.device).startswith("cuda:"):
