@@ -1,0 +1,151 @@
+"""``chefs prior mcmc``, ``chefs resume``, ``chefs summary``, ``chefs export``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ._util import nonneg_int, positive_float, positive_int
+
+
+def register(sub) -> None:
+    # ``prior mcmc`` hangs under the ``prior`` parser created by commands/prior.py
+    prior = sub.choices.get("prior")
+    if prior is not None:
+        actions = [a for a in prior._actions if a.dest == "prior_command"]
+        ps = actions[0]
+        m = ps.add_parser("mcmc", help="reversible-jump MCMC on the ICP prior (no data)")
+        m.add_argument("--num-observed", type=positive_int, required=True)
+        m.add_argument("--observed-order", default=None,
+                       help="fix the observed orders: one value for all, or one per node (comma-separated)")
+        m.add_argument("--alpha", type=positive_float, default=1.0)
+        m.add_argument("--gamma", type=positive_float, default=1.0)
+        m.add_argument("--phi", type=positive_float, default=1.0)
+        m.add_argument("--sample-hyper", action="store_true",
+                       help="sample alpha, gamma, phi under their Gamma(0.5, 0.5) priors (1/alpha for alpha)")
+        m.add_argument("--sweeps", type=positive_int, default=1000)
+        m.add_argument("--burn-in", type=nonneg_int, default=0)
+        m.add_argument("--thin", type=positive_int, default=1)
+        m.add_argument("--chains", type=positive_int, default=1)
+        m.add_argument("--seed", type=nonneg_int, default=0)
+        m.add_argument("--checkpoint-every", type=positive_float, default=5.0, help="seconds between checkpoints")
+        m.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local processes)")
+        m.add_argument("--no-progress", action="store_true")
+        m.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+        m.add_argument("--out", required=True, help="run directory")
+        m.set_defaults(func=cmd_prior_mcmc)
+
+    r = sub.add_parser("resume", help="continue an interrupted run where its checkpoints left off")
+    r.add_argument("run")
+    r.add_argument("--scheduler", default=None)
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(func=cmd_resume)
+
+    s = sub.add_parser("summary", help="R-hat, ESS and posterior structure summaries of a run")
+    s.add_argument("run")
+    s.add_argument("--plot", action="store_true", help="also write RUN/traces.png")
+    s.set_defaults(func=cmd_summary)
+
+    e = sub.add_parser("export", help="kept graphs of a run as JSONL or GraphML")
+    e.add_argument("run")
+    e.add_argument("--format", choices=["jsonl", "graphml"], default="jsonl")
+    e.add_argument("--out", required=True)
+    e.set_defaults(func=cmd_export)
+
+
+def _parse_order(text):
+    if text is None:
+        return None
+    vals = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if part.lower() in ("", "none", "nan", "free"):
+            vals.append(None)
+            continue
+        try:
+            vals.append(float(part))
+        except ValueError:
+            raise ValueError(f"--observed-order takes numbers in [0, 1] (or 'free'), got {part!r}") from None
+    return vals[0] if len(vals) == 1 else vals
+
+
+def _finish(run_dir, args) -> None:
+    from ..mcmc.diagnostics import summary_table, write_netcdf
+
+    path = write_netcdf(run_dir)
+    print(f"traces: {path}")
+    print(summary_table(run_dir).to_string())
+
+
+def cmd_prior_mcmc(args) -> int:
+    from ..mcmc.chain import ChainConfig
+    from ..mcmc.run import create_run, run_chains
+
+    config = ChainConfig(args.num_observed, _parse_order(args.observed_order), args.alpha, args.gamma, args.phi,
+                         sample_hyper=("alpha", "gamma", "phi") if args.sample_hyper else ())
+    run_dir = create_run(args.out, config, args.sweeps, args.burn_in, args.thin, args.chains, args.seed,
+                         args.checkpoint_every, force=args.force)
+    res = run_chains(run_dir, scheduler=args.scheduler, progress=False if args.no_progress else None)
+    for r in res:
+        acc = ", ".join(f"{n}={a:.3f}" for n, a in zip(("edge", "birth_death", "order", "depth"), r["acceptance"]))
+        print(f"chain {r['chain']}: {r['sweep']} sweeps, {r['samples']} samples, acceptance {acc}")
+    _finish(run_dir, args)
+    return 0
+
+
+def cmd_resume(args) -> int:
+    from ..mcmc.run import load_spec, run_chains
+
+    load_spec(args.run)
+    res = run_chains(args.run, scheduler=args.scheduler, progress=False if args.no_progress else None)
+    print(f"resumed {len(res)} chain(s) of {args.run}")
+    _finish(args.run, args)
+    return 0
+
+
+def cmd_summary(args) -> int:
+    from ..mcmc.diagnostics import structure_summary, summary_table, trace_plot
+
+    print(summary_table(args.run).to_string())
+    s = structure_summary(args.run)
+    print(f"\n{s['num_samples']} kept graphs")
+    for key in ("num_nodes", "num_hidden", "depth"):
+        post = s["posterior"][key]
+        print(f"posterior of {key}: " + ", ".join(f"{v}: {p:.3f}" for v, p in list(post.items())[:12]))
+    D = len(s["edge_inclusion_observed"])
+    if D:
+        print("edge inclusion between observed nodes (row = parent):")
+        for row in s["edge_inclusion_observed"]:
+            print("  " + " ".join(f"{x:.2f}" for x in row))
+    out = Path(args.run) / "representative.json"
+    out.write_text(json.dumps(s["representative"]) + "\n")
+    print(f"representative graph (highest log joint {s['representative_log_joint']:.3f}): {out}")
+    if args.plot:
+        print(f"trace plot: {trace_plot(args.run)}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from ..mcmc.diagnostics import kept_graphs
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    if args.format == "jsonl":
+        with open(out, "w", encoding="utf-8") as fh:
+            for g in kept_graphs(args.run):
+                fh.write(g.to_json() + "\n")
+                n += 1
+    else:
+        import networkx as nx
+
+        big = nx.DiGraph()
+        for j, g in enumerate(kept_graphs(args.run)):
+            G = g.to_networkx()
+            big.update(nx.relabel_nodes(G, {k: f"g{j}_n{k}" for k in G.nodes}))
+            for k in G.nodes:
+                big.nodes[f"g{j}_n{k}"]["graph"] = j
+            n += 1
+        nx.write_graphml(big, str(out))
+    print(f"exported {n} graph(s) to {out}")
+    return 0

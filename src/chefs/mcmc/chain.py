@@ -1,0 +1,275 @@
+"""The chain: configuration, state, one sweep, and the ``sample`` generator.
+
+A sweep makes ``4 K+`` random-scan moves (K+ at the start of the sweep), each of
+a kind drawn with probabilities proportional to ``weights`` (edge Gibbs,
+birth/death, order, depth), then updates the hyperparameters that are sampled.
+Each kernel leaves the target invariant on its own (docs/derivations.md §2),
+so any such mixture does too.
+
+Models: ``model=None`` (or :class:`NullModel`) samples the prior through the
+numba fast path. Any other model supplies ``log_likelihood(graph_state)``; the
+moves are then driven from Python with the *same* proposal kernels and the
+likelihood change added to each log acceptance ratio (edge updates become
+Gibbs updates of prior x likelihood).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from ..graph import DAG
+from ..priors.icp import check_hyper, observed_orders
+from . import _kernels as kern
+from .hyper import HYPER_NAMES, HyperPriors, update_hyper
+from .state import GraphState
+
+
+class NullModel:
+    """Likelihood 1: the chain samples the ICP prior."""
+
+    is_null = True
+
+    def log_likelihood(self, state: GraphState) -> float:  # noqa: ARG002
+        return 0.0
+
+
+@dataclass
+class ChainConfig:
+    """Everything that defines a chain except its seed and its model.
+
+    Parameters
+    ----------
+    num_observed : int
+    observed_order : None, float or list
+        As in :meth:`chefs.ICP.sample`: fixed observed orders (None: free).
+    alpha, gamma, phi : float
+        Initial (or fixed) hyperparameters.
+    sample_hyper : tuple of str
+        Which of "alpha", "gamma", "phi" are sampled (others stay fixed).
+    hyper_priors : HyperPriors
+    weights : tuple of 4 floats
+        Relative frequencies of edge, birth/death, order and depth moves.
+    """
+
+    num_observed: int
+    observed_order: object = None
+    alpha: float = 1.0
+    gamma: float = 1.0
+    phi: float = 1.0
+    sample_hyper: tuple = ()
+    hyper_priors: HyperPriors = field(default_factory=HyperPriors)
+    weights: tuple = (1.0, 1.0, 1.0, 1.0)
+
+    def __post_init__(self):
+        check_hyper(self.alpha, self.gamma, self.phi)
+        self.orders = observed_orders(self.num_observed, self.observed_order)
+        self.sample_hyper = tuple(self.sample_hyper)
+        bad = [h for h in self.sample_hyper if h not in HYPER_NAMES]
+        if bad:
+            raise ValueError(f"unknown hyperparameter(s) to sample: {bad}; choose from {HYPER_NAMES}")
+        w = np.asarray(self.weights, dtype=float)
+        if w.shape != (4,) or np.any(w < 0) or w.sum() <= 0 or not np.all(np.isfinite(w)):
+            raise ValueError("weights must be 4 non-negative numbers (edge, birth_death, order, depth), not all 0")
+        if isinstance(self.hyper_priors, dict):
+            self.hyper_priors = HyperPriors(**self.hyper_priors)
+
+    def to_dict(self) -> dict:
+        order = self.observed_order
+        if isinstance(order, np.ndarray):
+            order = order.tolist()
+        return {
+            "num_observed": int(self.num_observed),
+            "observed_order": order,
+            "alpha": self.alpha,
+            "gamma": self.gamma,
+            "phi": self.phi,
+            "sample_hyper": list(self.sample_hyper),
+            "hyper_priors": asdict(self.hyper_priors),
+            "weights": list(map(float, self.weights)),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ChainConfig":
+        d = dict(d)
+        d["hyper_priors"] = HyperPriors(**d.get("hyper_priors", {}))
+        d["sample_hyper"] = tuple(d.get("sample_hyper", ()))
+        d["weights"] = tuple(d.get("weights", (1, 1, 1, 1)))
+        return cls(**d)
+
+    def initial_graph(self, rng: np.random.Generator) -> DAG:
+        """Observed nodes only, no edges: free orders drawn from U(0, 1)."""
+        th = np.where(np.isnan(self.orders), rng.random(self.orders.size), self.orders)
+        return DAG(th, np.ones(th.size, bool), fixed=~np.isnan(self.orders))
+
+
+@dataclass
+class ChainState:
+    """What the next sweep needs: graph, hyperparameters, random stream, counters."""
+
+    graph: GraphState
+    hyper: dict
+    rng: np.random.Generator
+    sweep: int = 0
+    stats: np.ndarray = field(default_factory=lambda: np.zeros((4, 2), dtype=np.int64))
+
+    def to_record(self) -> dict:
+        return {
+            "graph": self.graph.to_record(),
+            "hyper": dict(self.hyper),
+            "rng": self.rng.bit_generator.state,
+            "sweep": int(self.sweep),
+            "stats": self.stats.tolist(),
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "ChainState":
+        state = rec["rng"]
+        name = state["bit_generator"]
+        if name not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
+            raise ValueError(f"unsupported bit generator in checkpoint: {name}")
+        bg = getattr(np.random, name)()
+        bg.state = state
+        return cls(GraphState.from_record(rec["graph"]), dict(rec["hyper"]), np.random.Generator(bg),
+                   int(rec["sweep"]), np.asarray(rec["stats"], dtype=np.int64))
+
+
+def init_state(config: ChainConfig, rng: np.random.Generator, graph: DAG | None = None) -> ChainState:
+    g = graph if graph is not None else config.initial_graph(rng)
+    if g.num_observed != config.num_observed:
+        raise ValueError(f"initial graph has {g.num_observed} observed nodes, config says {config.num_observed}")
+    return ChainState(GraphState.from_dag(g), {"alpha": config.alpha, "gamma": config.gamma, "phi": config.phi}, rng)
+
+
+# ------------------------------------------------------------------ sweeps
+def _null_moves(state: ChainState, weights: np.ndarray, num_steps: int, plant: int = 0) -> None:
+    g = state.graph
+    hyper = np.array([state.hyper["alpha"], state.hyper["gamma"], state.hyper["phi"]])
+    left = num_steps
+    while left > 0:
+        g.ensure_capacity(4)
+        left -= kern.run_null(state.rng, *g.arrays(), hyper, weights, left, state.stats, plant)
+
+
+def _model_moves(state: ChainState, model, weights: np.ndarray, num_steps: int, plant: int = 0) -> None:
+    """The same kernels as ``run_null``, with the model's log-likelihood change."""
+    g = state.graph
+    rng = state.rng
+    alpha, gamma, phi = state.hyper["alpha"], state.hyper["gamma"], state.hyper["phi"]
+    cum = np.cumsum(weights) / np.sum(weights)
+    ll = model.log_likelihood(g)
+    for _ in range(num_steps):
+        g.ensure_capacity(4)
+        theta, obs, fixed, alive, tie, Z, m, npar, a = g.arrays()
+        cand = np.empty(g.capacity, dtype=np.int64)
+        kind = kern.choose_kind(rng, cum)
+        state.stats[kind, 0] += 1
+        if kind == kern.EDGE:
+            i, _ = kern.pick_alive(rng, alive)
+            n = kern.edge_candidates(theta, obs, alive, Z, m, i, cand)
+            changed = False
+            for k in cand[:n].tolist():
+                if not (obs[k] or m[k] - int(Z[k, i]) >= 1):
+                    continue
+                p1 = kern.edge_prior_prob(obs, Z, m, a, k, i, alpha, phi)
+                cur = bool(Z[k, i])
+                kern.apply_set_edge(Z, m, npar, k, i, not cur)
+                ll_flip = model.log_likelihood(g)
+                kern.apply_set_edge(Z, m, npar, k, i, cur)
+                ll1, ll0 = (ll, ll_flip) if cur else (ll_flip, ll)
+                d = ll1 - ll0
+                if d == 0.0:
+                    p = p1
+                else:
+                    logit = math.log(p1) - math.log1p(-p1) + d if 0 < p1 < 1 else (math.inf if p1 >= 1 else -math.inf)
+                    p = 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
+                new = rng.random() < p
+                if new != cur:
+                    kern.apply_set_edge(Z, m, npar, k, i, new)
+                    ll = ll1 if new else ll0
+                    changed = True
+            state.stats[kind, 1] += int(changed)
+        elif kind == kern.BIRTH_DEATH:
+            bd, lr, h, i = kern.propose_birth_death(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, cand,
+                                                    alpha, gamma, phi, plant)
+            if bd != 0:
+                ll_new = model.log_likelihood(g)
+                if math.log(rng.random()) < lr + ll_new - ll:
+                    ll = ll_new
+                    state.stats[kind, 1] += 1
+                else:
+                    kern.undo_birth_death(theta, obs, fixed, alive, tie, Z, m, npar, a, bd, h, i)
+        elif kind == kern.ORDER:
+            ok, lr, i, old = kern.propose_order(rng, theta, obs, fixed, alive, tie, Z, m, a, alpha, gamma, phi, plant)
+            if ok:
+                ll_new = model.log_likelihood(g)
+                if math.log(rng.random()) < lr + ll_new - ll:
+                    ll = ll_new
+                    state.stats[kind, 1] += 1
+                else:
+                    kern.apply_move_node(theta, alive, a, i, old)
+        else:
+            dk, lr, h, k, i = kern.propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha, gamma, phi)
+            if dk != 0:
+                ll_new = model.log_likelihood(g)
+                if math.log(rng.random()) < lr + ll_new - ll:
+                    ll = ll_new
+                    state.stats[kind, 1] += 1
+                else:
+                    kern.undo_depth(theta, obs, fixed, alive, tie, Z, m, npar, a, dk, h, k, i)
+
+
+def sweep(state: ChainState, config: ChainConfig, model=None, plant: int = 0) -> ChainState:
+    """One sweep in place: 4 K+ structure moves, then the sampled hyperparameters.
+
+    If the model has ``update(rng, graph_state)`` (its own within-model
+    updates: parameters, latent variables), it runs once per sweep.
+    """
+    weights = np.asarray(config.weights, dtype=float)
+    num_steps = 4 * state.graph.num_nodes
+    if model is None or getattr(model, "is_null", False):
+        _null_moves(state, weights, num_steps, plant)
+    else:
+        if hasattr(model, "update"):
+            model.update(state.rng, state.graph)
+        _model_moves(state, model, weights, num_steps, plant)
+    if config.sample_hyper:
+        state.hyper = update_hyper(state.rng, state.graph, state.hyper, config.hyper_priors, config.sample_hyper)
+    state.sweep += 1
+    return state
+
+
+def sample(state: ChainState, config: ChainConfig, num_sweeps: int, model=None, plant: int = 0) -> Iterator[ChainState]:
+    """Generator: runs ``num_sweeps`` sweeps, yielding the (mutable) state after each.
+
+    The yielded object is the live state; take a snapshot
+    (``state.graph.to_dag()``, ``dict(state.hyper)``) of what you keep.
+    """
+    if int(num_sweeps) != num_sweeps or num_sweeps < 0:
+        raise ValueError(f"num_sweeps must be a non-negative integer, got {num_sweeps}")
+    for _ in range(int(num_sweeps)):
+        yield sweep(state, config, model, plant)
+
+
+def scalars(state: ChainState, model=None) -> dict:
+    """Scalar trace values of a state."""
+    g = state.graph
+    h = state.hyper
+    log_prior = g.log_prior(h["alpha"], h["gamma"], h["phi"])
+    log_lik = 0.0 if model is None else float(model.log_likelihood(g))
+    dag = g.to_dag()
+    return {
+        "num_nodes": g.num_nodes,
+        "num_edges": g.num_edges(),
+        "num_hidden": g.num_hidden(),
+        "depth": dag.depth(),
+        "log_prior": log_prior,
+        "log_lik": log_lik,
+        "log_joint": log_prior + log_lik,
+        "alpha": h["alpha"],
+        "gamma": h["gamma"],
+        "phi": h["phi"],
+    }

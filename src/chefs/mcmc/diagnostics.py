@@ -1,0 +1,124 @@
+"""Diagnostics and posterior summaries of a run directory.
+
+Scalar traces go to ArviZ ``InferenceData`` (netCDF, ``traces.nc``), from which
+``summary`` reports R-hat and effective sample sizes; structure summaries give
+edge inclusion probabilities between observed nodes, the posteriors of K+,
+hidden count and depth, and a representative graph (the kept graph of highest
+log joint density).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..graph import DAG
+from .run import load_spec
+from .store import SCALARS, SQLiteStore
+
+TRACE_VARS = ("num_nodes", "num_edges", "num_hidden", "depth", "log_joint", "alpha", "gamma", "phi")
+
+
+def chain_stores(run_dir):
+    spec = load_spec(run_dir)
+    for c in range(spec["chains"]):
+        path = Path(run_dir) / f"chain-{c}" / "samples.sqlite"
+        if path.exists():
+            yield c, SQLiteStore(path)
+
+
+def traces(run_dir) -> dict:
+    """{variable: array (chain, draw)} truncated to the shortest chain."""
+    per_chain = []
+    for _, store in chain_stores(run_dir):
+        per_chain.append(store.scalars())
+        store.close()
+    if not per_chain or min(len(t["sweep"]) for t in per_chain) == 0:
+        raise ValueError(f"{run_dir} has no stored samples yet")
+    n = min(len(t["sweep"]) for t in per_chain)
+    return {v: np.array([t[v][:n] for t in per_chain], dtype=float) for v in ("sweep",) + SCALARS}
+
+
+def inference_data(run_dir):
+    """ArviZ InferenceData of the scalar traces (posterior group)."""
+    import arviz as az
+
+    tr = traces(run_dir)
+    spec = load_spec(run_dir)
+    sampled = set(spec["config"].get("sample_hyper", []))
+    names = [v for v in TRACE_VARS if v not in ("alpha", "gamma", "phi") or v in sampled]
+    return az.from_dict(posterior={v: tr[v] for v in names},
+                        attrs={"run": str(run_dir), "sweeps": spec["sweeps"], "thin": spec["thin"]})
+
+
+def write_netcdf(run_dir) -> Path:
+    idata = inference_data(run_dir)
+    path = Path(run_dir) / "traces.nc"
+    idata.to_netcdf(str(path))
+    return path
+
+
+def summary_table(run_dir):
+    """pandas DataFrame of means, sds, R-hat and ESS per scalar."""
+    import arviz as az
+
+    return az.summary(inference_data(run_dir), kind="all", round_to=4)
+
+
+def structure_summary(run_dir) -> dict:
+    """Edge inclusion between observed nodes, posteriors of K+, H, depth, representative graph."""
+    spec = load_spec(run_dir)
+    D = spec["config"]["num_observed"]
+    incl = np.zeros((D, D))
+    n = 0
+    best = (-np.inf, None)
+    counts = {"num_nodes": {}, "num_hidden": {}, "depth": {}}
+    for _, store in chain_stores(run_dir):
+        for row in store.rows():
+            g = json.loads(row[1])
+            sc = dict(zip(SCALARS, row[2:]))
+            for p, c in g["edges"]:
+                if p < D and c < D:
+                    incl[p, c] += 1
+            for key in counts:
+                v = int(sc[key])
+                counts[key][v] = counts[key].get(v, 0) + 1
+            if sc["log_joint"] > best[0]:
+                best = (sc["log_joint"], row[1])
+            n += 1
+        store.close()
+    if n == 0:
+        raise ValueError(f"{run_dir} has no stored samples yet")
+    post = {k: {int(v): c / n for v, c in sorted(d.items())} for k, d in counts.items()}
+    return {
+        "num_samples": n,
+        "edge_inclusion_observed": (incl / n).tolist(),
+        "posterior": post,
+        "representative": json.loads(best[1]),
+        "representative_log_joint": best[0],
+    }
+
+
+def trace_plot(run_dir, path=None) -> Path:
+    import arviz as az
+
+    from ..plots import _mpl
+
+    plt = _mpl()
+    idata = inference_data(run_dir)
+    axes = az.plot_trace(idata, compact=True)
+    fig = np.asarray(axes).ravel()[0].figure
+    fig.tight_layout()
+    path = Path(path or Path(run_dir) / "traces.png")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def kept_graphs(run_dir):
+    for _, store in chain_stores(run_dir):
+        for text in store.graphs():
+            yield DAG.from_json(text)
+        store.close()

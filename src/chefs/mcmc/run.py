@@ -1,0 +1,259 @@
+"""Run directories: several chains, each with its sample store and checkpoint,
+run in parallel through a ``concurrent.futures`` executor (local processes by
+default, a Dask distributed cluster when given a scheduler address).
+
+Layout::
+
+    RUN/config.json            run settings + package versions
+    RUN/chain-0/samples.sqlite kept graphs and scalar traces
+    RUN/chain-0/checkpoint.json
+    RUN/chain-0/done           present once the chain has finished
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .chain import ChainConfig, ChainState, init_state, sample, scalars
+from .store import SQLiteStore, atomic_write_json
+
+CONFIG_FILE = "config.json"
+
+
+def package_versions() -> dict:
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for pkg in ("indian-chefs", "numpy", "scipy", "numba", "arviz", "networkx"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def make_model(spec: dict | None):
+    """Build a model from its JSON spec (only the null model so far)."""
+    if spec is None or spec.get("name", "null") == "null":
+        return None
+    raise ValueError(f"unknown model {spec.get('name')!r}")
+
+
+def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: int = 1, chains: int = 1,
+               seed: int = 0, checkpoint_every: float = 5.0, model: dict | None = None, force: bool = False,
+               initial_graph=None) -> Path:
+    """Create a run directory (refuses to overwrite an existing one unless ``force``)."""
+    for name, v, lo in (("sweeps", sweeps, 1), ("thin", thin, 1), ("chains", chains, 1), ("burn_in", burn_in, 0),
+                        ("seed", seed, 0)):
+        if int(v) != v or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v}")
+    if burn_in >= sweeps:
+        raise ValueError(f"burn-in ({burn_in}) must be smaller than the number of sweeps ({sweeps})")
+    if not checkpoint_every > 0:
+        raise ValueError("checkpoint interval must be positive (seconds)")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it or `chefs resume {out}`")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "kind": "icp-mcmc",
+        "config": config.to_dict(),
+        "sweeps": int(sweeps),
+        "burn_in": int(burn_in),
+        "thin": int(thin),
+        "chains": int(chains),
+        "seed": int(seed),
+        "checkpoint_every": float(checkpoint_every),
+        "model": model or {"name": "null"},
+        "initial_graph": None if initial_graph is None else initial_graph.to_dict(),
+        "versions": package_versions(),
+    }
+    atomic_write_json(out / CONFIG_FILE, spec)
+    return out
+
+
+def load_spec(run_dir) -> dict:
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def chain_seed(seed: int, chains: int, index: int) -> np.random.Generator:
+    """Independent streams: SeedSequence(seed).spawn(chains)[index]."""
+    return np.random.default_rng(np.random.SeedSequence(int(seed)).spawn(int(chains))[int(index)])
+
+
+def is_kept(sweep: int, burn_in: int, thin: int) -> bool:
+    return sweep > burn_in and (sweep - burn_in) % thin == 0
+
+
+def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None) -> dict:
+    """Run (or resume) chain ``index`` of a run directory to completion.
+
+    ``stop_after`` stops after that many sweeps in this call (tests of resume).
+    ``progress`` is an optional callable(sweep, state) called after each sweep.
+    Returns a small summary dict (sweeps done, samples stored, acceptance).
+    """
+    from ..graph import DAG
+
+    run_dir = Path(run_dir)
+    spec = load_spec(run_dir)
+    config = ChainConfig.from_dict(spec["config"])
+    model = make_model(spec.get("model"))
+    cdir = run_dir / f"chain-{index}"
+    cdir.mkdir(exist_ok=True)
+    store = SQLiteStore(cdir / "samples.sqlite")
+    ckpt = cdir / "checkpoint.json"
+    if ckpt.exists():
+        with open(ckpt, encoding="utf-8") as fh:
+            state = ChainState.from_record(json.load(fh))
+        store.truncate_after(state.sweep)
+    else:
+        rng = chain_seed(spec["seed"], spec["chains"], index)
+        init = DAG.from_dict(spec["initial_graph"]) if spec.get("initial_graph") else None
+        state = init_state(config, rng, init)
+        store.truncate_after(0)
+        atomic_write_json(ckpt, state.to_record())
+    remaining = spec["sweeps"] - state.sweep
+    if stop_after is not None:
+        remaining = min(remaining, int(stop_after))
+    every = float(spec.get("checkpoint_every", 5.0))
+    last = time.monotonic()
+    try:
+        for st in sample(state, config, remaining, model):
+            if is_kept(st.sweep, spec["burn_in"], spec["thin"]):
+                store.add(st.sweep, st.graph.to_dag().to_json(), scalars(st, model))
+            if progress is not None:
+                progress(st.sweep, st)
+            now = time.monotonic()
+            if now - last >= every:
+                store.flush()                                   # data first
+                atomic_write_json(ckpt, state.to_record())      # counter last
+                last = now
+        store.flush()
+        atomic_write_json(ckpt, state.to_record())
+        if state.sweep >= spec["sweeps"]:
+            (cdir / "done").write_text("ok\n")
+        stats = state.stats
+        return {"chain": index, "sweep": state.sweep, "samples": store.count(),
+                "acceptance": (stats[:, 1] / np.maximum(stats[:, 0], 1)).tolist()}
+    finally:
+        store.close()
+
+
+def _progress_enabled(progress) -> bool:
+    if progress is not None:
+        return bool(progress)
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+def make_executor(workers: int, scheduler: str | None = None):
+    """A ``concurrent.futures`` executor: processes, or a Dask cluster's."""
+    if scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise ValueError("--scheduler needs dask.distributed: pip install 'indian-chefs[cluster]'") from None
+        client = Client(scheduler)
+        return client.get_executor(), client
+    if workers <= 1:
+        return None, None
+    import multiprocessing as mp
+
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")), None
+
+
+def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=None, workers: int | None = None) -> list:
+    """Run (or resume) every unfinished chain of a run directory."""
+    run_dir = Path(run_dir)
+    spec = load_spec(run_dir)
+    todo = [c for c in range(spec["chains"]) if not (run_dir / f"chain-{c}" / "done").exists()]
+    results = []
+    own = None
+    client = None
+    if executor is None:
+        n = workers or min(len(todo), os.cpu_count() or 1)
+        executor, client = make_executor(n, scheduler)
+        own = executor
+    show = _progress_enabled(progress)
+    try:
+        if executor is None:
+            for c in todo:
+                bar = _bar(spec, c) if show else None
+                results.append(run_chain(run_dir, c, progress=_bar_callback(bar) if bar else None))
+                if bar:
+                    bar.close()
+        else:
+            futures = {executor.submit(run_chain, str(run_dir), c): c for c in todo}
+            bar = _poll_bar(spec, run_dir, todo) if show else None
+            pending = set(futures)
+            while pending:
+                done, pending = cf.wait(pending, timeout=1.0)
+                for f in done:
+                    results.append(f.result())
+                if bar is not None:
+                    bar.refresh_from(run_dir)
+            if bar is not None:
+                bar.close()
+    finally:
+        if own is not None and hasattr(own, "shutdown"):
+            own.shutdown(wait=True)
+        if client is not None:
+            client.close()
+    return sorted(results, key=lambda r: r["chain"])
+
+
+def _bar(spec, c):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=spec["sweeps"], desc=f"chain {c}", unit="sweep")
+
+
+def _bar_callback(bar):
+    from .chain import kern
+
+    def cb(sweep, state):
+        bar.n = sweep
+        st = state.stats
+        acc = {kern.MOVE_NAMES[j]: f"{st[j, 1] / max(st[j, 0], 1):.2f}" for j in range(4)}
+        bar.set_postfix(K=state.graph.num_nodes, **acc, refresh=False)
+        bar.refresh()
+
+    return cb
+
+
+class _poll_bar:
+    """Progress of chains running in other processes, read from their checkpoints."""
+
+    def __init__(self, spec, run_dir, chains):
+        from tqdm.auto import tqdm
+
+        self.chains = chains
+        self.bar = tqdm(total=spec["sweeps"] * len(chains), desc=f"{len(chains)} chains", unit="sweep")
+
+    def refresh_from(self, run_dir):
+        total = 0
+        for c in self.chains:
+            p = Path(run_dir) / f"chain-{c}" / "checkpoint.json"
+            try:
+                with open(p, encoding="utf-8") as fh:
+                    total += json.load(fh)["sweep"]
+            except (OSError, ValueError, KeyError):
+                pass
+        self.bar.n = total
+        self.bar.refresh()
+
+    def close(self):
+        self.bar.close()
