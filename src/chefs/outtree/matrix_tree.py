@@ -292,11 +292,8 @@ def root_mixture(log_beta, log_rho, _depth: int = 0) -> RootMixture:
     a = log_rho + log_z
     log_z_total = float(logsumexp(a))
     q = np.exp(a - log_z_total)
-    try:
-        W, q_lu = _koo_marginals(log_beta, log_rho, int(np.argmax(a)))
-        resid = float(np.max(np.abs(W.sum(axis=1) + q_lu - 1.0)))
-    except np.linalg.LinAlgError:
-        W, resid = np.full((n, n), np.nan), np.inf
+    W, q_lu = _koo_marginals(log_beta, log_rho, int(np.argmax(a)))
+    resid = float(np.max(np.abs(W.sum(axis=1) + q_lu - 1.0)))
     if not resid <= 1e-9 and _depth < 4:
         Wg = _grouped_marginals(log_beta, log_rho, log_z, q, _depth)
         if Wg is not None:
@@ -379,7 +376,10 @@ def _koo_marginals(log_beta, log_rho, c):
     L = koo_matrix(B, rho, c)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
-        G = scipy.linalg.inv(L, overwrite_a=True, check_finite=False)
+        try:
+            G = scipy.linalg.inv(L, check_finite=False)
+        except np.linalg.LinAlgError:
+            G = np.linalg.pinv(L)  # numerically singular; the residual check flags it
     dG = np.diag(G).copy()
     dG[c] = 0.0
     # d log det / d beta_uv = [u != c] G_uu - [v != c] G_vu
