@@ -182,14 +182,26 @@ def test_negative_control_planted_acceptance_error(plant, fixed):
 
 
 # ------------------------------------------------ larger graphs vs chefs draws
-def chain_stats(prior, D, order, num, seed, weights=(1, 1, 1, 1), plant=0):
+def chain_stats(prior, D, order, num, seed, weights=(1, 1, 1, 1), plant=0, state_dependent=False):
+    """Kept states of a prior chain; ``state_dependent`` plants the error of
+    making 4 K+ moves per sweep (K+ read at the start of the sweep)."""
+    from chefs.mcmc.chain import _null_moves
+
     config = ChainConfig(D, order, prior.alpha, prior.gamma, prior.phi, weights=weights)
     state = init_state(config, np.random.default_rng(seed))
+    w = np.asarray(weights, float)
+
+    def one():
+        if state_dependent:
+            _null_moves(state, w, 4 * state.graph.num_nodes)
+        else:
+            sweep(state, config, plant=plant)
+
     for _ in range(50):
-        sweep(state, config, plant=plant)
+        one()
     rows = []
     for _ in range(num):
-        sweep(state, config, plant=plant)
+        one()
         g = state.graph.to_dag()
         rows.append(_stats(g))
     return {k: np.array([r[k] for r in rows]) for k in rows[0]}
@@ -218,9 +230,9 @@ def compare_chain_with_draws(chain, draws, batches=40):
 
 @pytest.mark.parametrize("order", [0.0, None])
 def test_prior_chain_matches_chefs_process(order):
-    prior = ICP(1.0, 1.5, 1.0)
-    D = 4
-    chain = chain_stats(prior, D, order, 4000, seed=4)
+    prior = ICP(1.0, 3.0, 1.0)
+    D = 2
+    chain = chain_stats(prior, D, order, 6000, seed=4)
     rng = np.random.default_rng(5)
     draws = [_stats(prior.sample(rng, D, observed_order=order)) for _ in range(4000)]
     draws = {k: np.array([d[k] for d in draws]) for k in draws[0]}
@@ -228,11 +240,13 @@ def test_prior_chain_matches_chefs_process(order):
     assert max(abs(v) for v in zs.values()) < Z, zs
 
 
-def test_negative_control_chain_vs_chefs_catches_order_plant():
-    prior = ICP(1.0, 1.5, 1.0)
-    chain = chain_stats(prior, 4, None, 4000, seed=4, plant=kern.PLANT_ORDER_DELTA)
+@pytest.mark.parametrize("planted", ["order", "state-dependent-sweep"])
+def test_negative_control_chain_vs_chefs(planted):
+    prior = ICP(1.0, 3.0, 1.0)
+    kw = {"plant": kern.PLANT_ORDER_DELTA} if planted == "order" else {"state_dependent": True}
+    chain = chain_stats(prior, 2, None, 6000, seed=4, **kw)
     rng = np.random.default_rng(5)
-    draws = [_stats(prior.sample(rng, 4)) for _ in range(4000)]
+    draws = [_stats(prior.sample(rng, 2)) for _ in range(4000)]
     draws = {k: np.array([d[k] for d in draws]) for k in draws[0]}
     zs = compare_chain_with_draws(chain, draws)
     assert max(abs(v) for v in zs.values()) > Z

@@ -65,9 +65,12 @@ class SQLiteStore:
         if not self._pending:
             return
         q = ",".join("?" * (2 + len(SCALARS)))
-        with self.conn:
-            self.conn.executemany(f"INSERT INTO samples VALUES ({q})", self._pending)
-        self._pending.clear()
+        pending, self._pending = self._pending, []
+        try:
+            with self.conn:
+                self.conn.executemany(f"INSERT INTO samples VALUES ({q})", pending)
+        except sqlite3.IntegrityError:
+            raise ValueError("a sample of the same sweep is already stored (stored twice)") from None
 
     def truncate_after(self, sweep: int) -> int:
         """Delete samples with sweep > ``sweep`` (work done after the last checkpoint)."""

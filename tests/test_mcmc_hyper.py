@@ -1,0 +1,86 @@
+"""Hyperparameter updates: a prior-only chain that samples alpha, gamma, phi
+must reproduce their priors (checked by quantiles: the priors are
+heavy-tailed) and the forward distribution of K+; negative control: a chain
+targeting a different gamma prior fails the same check."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from chefs import ICP
+from chefs.mcmc.chain import ChainConfig, init_state, sweep
+from chefs.mcmc.hyper import HyperPriors
+
+from .stats import Z
+
+PROBS = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+def prior_quantiles(hp: HyperPriors) -> dict:
+    q = {}
+    q["gamma"] = sps.gamma(hp.gamma_shape, scale=1 / hp.gamma_rate).ppf(PROBS)
+    q["phi"] = sps.gamma(hp.phi_shape, scale=1 / hp.phi_rate).ppf(PROBS)
+    # alpha = 1/X, X ~ Gamma: P(alpha < t) = P(X > 1/t)
+    q["alpha"] = 1 / sps.gamma(hp.inv_alpha_shape, scale=1 / hp.inv_alpha_rate).ppf(1 - np.asarray(PROBS))
+    return q
+
+
+def run_hyper_chain(hp: HyperPriors, num: int, seed: int, D=2):
+    config = ChainConfig(D, 0.0, 1.0, 1.0, 1.0, sample_hyper=("alpha", "gamma", "phi"), hyper_priors=hp)
+    state = init_state(config, np.random.default_rng(seed))
+    out = {"alpha": [], "gamma": [], "phi": [], "K": []}
+    for _ in range(num):
+        sweep(state, config)
+        for k in ("alpha", "gamma", "phi"):
+            out[k].append(state.hyper[k])
+        out["K"].append(state.graph.num_nodes)
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def quantile_z(x, qs, batches=40):
+    n = x.size // batches * batches
+    zs = []
+    for p, q in zip(PROBS, qs):
+        ind = (x[:n] < q).astype(float)
+        bm = ind.reshape(batches, -1).mean(axis=1)
+        se = bm.std(ddof=1) / math.sqrt(batches)
+        zs.append((ind.mean() - p) / se if se > 0 else math.inf)
+    return zs
+
+
+def test_prior_chain_recovers_hyperpriors_and_k_distribution():
+    hp = HyperPriors()
+    tr = run_hyper_chain(hp, 8000, seed=1)
+    qs = prior_quantiles(hp)
+    zs = {name: quantile_z(tr[name], qs[name]) for name in ("alpha", "gamma", "phi")}
+    # forward draws: hyperparameters from their priors, then the chefs process
+    rng = np.random.default_rng(2)
+    K = []
+    for _ in range(4000):
+        h = hp.sample(rng)
+        K.append(ICP(**h).sample(rng, 2, observed_order=0.0, max_nodes=10**6).num_nodes)
+    K = np.array(K)
+    kq = [float(np.quantile(K, p)) + 0.5 for p in (0.25, 0.5, 0.75)]
+    n = tr["K"].size // 40 * 40
+    for q in kq:
+        ind = (tr["K"][:n] < q).astype(float)
+        bm = ind.reshape(40, -1).mean(axis=1)
+        se = math.sqrt(bm.var(ddof=1) / 40 + np.mean(K < q) * (1 - np.mean(K < q)) / K.size)
+        zs.setdefault("K", []).append((ind.mean() - np.mean(K < q)) / se)
+    worst = max(abs(z) for v in zs.values() for z in v)
+    assert worst < Z, zs
+
+
+def test_negative_control_wrong_gamma_prior_fails():
+    tr = run_hyper_chain(HyperPriors(gamma_shape=1.5), 3000, seed=1)
+    zs = quantile_z(tr["gamma"], prior_quantiles(HyperPriors())["gamma"])
+    assert max(abs(z) for z in zs) > Z
+
+
+def test_bad_hyperpriors():
+    with pytest.raises(ValueError):
+        HyperPriors(gamma_shape=0)
