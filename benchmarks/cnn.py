@@ -58,6 +58,8 @@ def main(argv=None) -> int:
     ap.add_argument("--grow", type=int, default=4, help="random births/toggles applied to X->Y for the current state")
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--new-edge-init", choices=("preserve", "random"), default="preserve")
+    ap.add_argument("--tolerance", type=float, default=0.0,
+                    help="warm counts as done at loss <= scratch's final loss + TOL (nats per image)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -93,7 +95,7 @@ def main(argv=None) -> int:
     ev.train(cur_net, args.steps, rng)
     warm_w = cur_net.arrays()
     print(f"data {args.data}; current state: {cur.num_nodes} nodes, {cur.num_edges} edges, "
-          f"loss {ev.mean_loss(cur_net):.4f}, trained {args.steps} steps in {time.perf_counter() - t0:.1f} s")
+          f"loss {ev.mean_loss(cur_net):.2e}, trained {args.steps} steps in {time.perf_counter() - t0:.1f} s")
     rows = []
     tries = 0
     while len(rows) < args.proposals and tries < 50 * args.proposals:
@@ -110,7 +112,7 @@ def main(argv=None) -> int:
                                              np.random.default_rng(seed + 1), args.check_every, target)
         warm = ev.build(new, rng=np.random.default_rng(seed), init=warm_w)
         hit_w, w_sec, w_final, w_first = _loss_curve(ev, warm, args.steps, np.random.default_rng(seed + 2),
-                                                     args.check_every, target)
+                                                     args.check_every, target + args.tolerance)
         row = {
             "move": prop.last_name, "nodes": new.num_nodes, "edges": new.num_edges, "target_loss": target,
             "scratch_steps": hit_s if hit_s is not None else args.steps, "scratch_seconds": hit_s_sec,
@@ -118,9 +120,9 @@ def main(argv=None) -> int:
             "warm_seconds": w_sec, "warm_initial_loss": w_first, "scratch_initial_loss": s_first,
         }
         rows.append(row)
-        print(f"{row['move']:6s} nodes {row['nodes']:2d}  target loss {target:.4f}  scratch {row['scratch_steps']:4d} "
+        print(f"{row['move']:6s} nodes {row['nodes']:2d}  target loss {target:.2e}  scratch {row['scratch_steps']:4d} "
               f"steps {row['scratch_seconds']:.2f} s  warm {row['warm_steps']:4d} steps {row['warm_seconds']:.2f} s"
-              f"{'' if row['warm_reached'] else ' (not reached)'}  warm initial loss {w_first:.4f}")
+              f"{'' if row['warm_reached'] else ' (not reached)'}  warm initial loss {w_first:.2e}")
     if not rows:
         print("no proposal changed the network")
         return 1

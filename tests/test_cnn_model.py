@@ -200,6 +200,8 @@ def test_npz_data_and_bad_input(tmp_path):
         TrainConfig(lr=-1)
     with pytest.raises(ValueError):
         ChainConfig(init="random")
+    with pytest.raises(ValueError):
+        ChainConfig(max_seconds=0)
 
 
 def test_birth_warm_start_preserves_the_function():
@@ -223,3 +225,11 @@ def test_birth_warm_start_preserves_the_function():
             torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
         rnd = build_network(new, (1, 8, 8), 3, rng=rng, init=w, new_edge_init="random")(x)
         assert (out - ref).abs().mean() <= (rnd - ref).abs().mean()
+
+
+def test_chain_time_budget_keeps_what_was_recorded(digits):
+    from chefs.cnn.chain import run_chain
+
+    cfg = ChainConfig(samples=50, max_seconds=1e-6, train=TrainConfig(steps=5, warm_steps=2, batch_size=30))
+    res = run_chain(0, digits, cfg, seed=1)
+    assert len(res.records) == 1 and len(res.infos) == 1

@@ -71,6 +71,9 @@ class ChainConfig:
         both sides of the comparison have had the same training (default
         True; doubles the training cost of a step, see
         ``docs/derivations-cnn.md``). The refreshed weights are kept.
+    max_seconds : float or None
+        Wall-time budget of one chain: it stops after the first step that
+        ends past it, keeping the samples recorded so far.
     train : TrainConfig
     """
 
@@ -86,6 +89,7 @@ class ChainConfig:
     init: str = "bare"
     toggle_weight: float = 0.5
     refresh: bool = True
+    max_seconds: float | None = None
     train: "object" = None  # TrainConfig; None -> TrainConfig()
 
     def __post_init__(self):
@@ -107,6 +111,8 @@ class ChainConfig:
             raise ValueError(f"burn_in must be a non-negative integer, got {self.burn_in!r}")
         if self.init not in ("bare", "empty", "prior"):
             raise ValueError(f"init must be 'bare', 'empty' or 'prior', got {self.init!r}")
+        if self.max_seconds is not None and not float(self.max_seconds) > 0:
+            raise ValueError(f"max_seconds must be a positive number or None, got {self.max_seconds!r}")
         if not 0.0 < float(self.toggle_weight) < 1.0:
             raise ValueError(f"toggle_weight must lie strictly between 0 and 1, got {self.toggle_weight}")
 
@@ -309,6 +315,8 @@ def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_see
         if progress is not None:
             progress(f"chain {chain} it {it}/{total} {info.move} acc={info.accepted} "
                      f"logev={st.log_evidence:.1f} nodes={st.dag.num_nodes}")
+        if config.max_seconds is not None and time.perf_counter() - t0 > config.max_seconds:
+            break
     return ChainResult(chain, records, networks, infos, rng.bit_generator.state,
                        time.perf_counter() - t0, counters["steps"], counters["fits"], counters["warm"])
 

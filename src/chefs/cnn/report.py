@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..graph import DAG
-from .network import reachable_mask
+from .network import network_key, reachable_mask
 from .shapes import ShapeRule
 from .store import read_run
 
@@ -66,10 +66,12 @@ def summarize(run) -> dict:
     for d in moves.values():
         d["acceptance_rate"] = d["accepted"] / d["proposed"] if d["proposed"] else None
     distinct = {(r["chain"], r["net_id"]) for r in recs}
+    archs = {network_key(DAG.from_dict(r)) for r in recs}
     out = {
         "num_samples": len(recs),
         "num_chains": len({r["chain"] for r in recs}),
-        "num_distinct_networks": len(distinct),
+        "num_distinct_weight_sets": len(distinct),
+        "num_distinct_architectures": len(archs),
         "ensemble_accuracy": float(np.mean(ens.argmax(1) == y)),
         "mean_accuracy": float(np.mean(acc)),
         "max_accuracy": float(np.max(acc)),
@@ -88,10 +90,10 @@ def summarize(run) -> dict:
 
 
 def _pick_three(recs):
-    """Indices of three records with distinct networks: fewest, median and most reachable nodes."""
+    """Indices of three records with distinct architectures: fewest, median and most reachable nodes."""
     first = {}
     for i, r in enumerate(recs):
-        first.setdefault((r["chain"], r["net_id"]), i)
+        first.setdefault(network_key(DAG.from_dict(r)), i)
     idx = sorted(first.values(), key=lambda i: (recs[i]["num_nodes"], -recs[i]["accuracy"], i))
     if len(idx) <= 3:
         return idx
@@ -174,7 +176,7 @@ def make_report(run_path, out_dir) -> dict:
                 else:
                     ax.plot(xa[ok], xb[ok], ".", color="0.5")
                 for c, i in zip(COLORS, three):
-                    ax.plot(recs[i][kb], recs[i][ka], "x", color=c, ms=8, mew=2)
+                    ax.plot(recs[i][kb], recs[i][ka], "x", color=c, ms=8, mew=2, clip_on=False, zorder=5)
             else:
                 ax.axis("off")
             if a == n - 1:

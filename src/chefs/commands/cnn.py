@@ -86,6 +86,8 @@ def register(subparsers) -> None:
     s.add_argument("--no-refresh", dest="refresh", action="store_false",
                    help="do not give the current network the same extra training as a proposal "
                         "(halves the cost, biases towards accepting)")
+    s.add_argument("--max-seconds", type=positive_float, default=None,
+                   help="wall-time budget per chain: stop early (keeping what was recorded) once spent")
     s.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="torch device (default %(default)s)")
     s.add_argument("--executor", choices=("process", "thread", "serial"), default="process",
                    help="how chains run in parallel (default %(default)s)")
@@ -122,12 +124,15 @@ def _cmd_sample(args) -> int:
     cfg = ChainConfig(alpha=args.alpha, gamma=args.gamma, phi=args.phi, n_bins=args.bins,
                       base_channels=args.channels, channel_rule=args.channel_rule, samples=args.samples,
                       burn_in=args.burn_in, thin=args.thin, init=args.init, toggle_weight=args.toggle_weight,
-                      refresh=args.refresh, train=train)
+                      refresh=args.refresh, max_seconds=args.max_seconds, train=train)
     t0 = time.perf_counter()
 
     def done(res):
         if not args.quiet:
             last = res.records[-1]
+            if not res.records:
+                print(f"chain {res.chain}: no sample recorded within the time budget", file=sys.stderr)
+                return
             print(f"chain {res.chain}: {len(res.records)} samples, {res.train_steps} Adam steps, "
                   f"{res.wall_seconds:.1f} s, last accuracy {last['accuracy']:.3f}, "
                   f"{last['num_nodes']} reachable nodes", file=sys.stderr)
@@ -149,7 +154,7 @@ def _cmd_report(args) -> int:
     from ..cnn.report import make_report
 
     s = make_report(args.run, args.out)
-    print(f"samples {s['num_samples']} (distinct networks {s['num_distinct_networks']}); "
+    print(f"samples {s['num_samples']} (distinct architectures {s['num_distinct_architectures']}); "
           f"ensemble accuracy {s['ensemble_accuracy']:.4f}, mean {s['mean_accuracy']:.4f}, "
           f"max {s['max_accuracy']:.4f}")
     sz = s["sizes_visited"]["num_nodes"]
