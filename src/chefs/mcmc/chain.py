@@ -244,6 +244,8 @@ def sweep(state: ChainState, config: ChainConfig, model=None, plant: int = 0) ->
     num_steps = config.moves_per_sweep
     if model is None or getattr(model, "is_null", False):
         _null_moves(state, weights, num_steps, plant)
+    elif hasattr(model, "sweep"):
+        model.sweep(state.rng, state.graph, config, state.hyper)
     else:
         if hasattr(model, "update"):
             model.update(state.rng, state.graph)

@@ -40,10 +40,18 @@ def package_versions() -> dict:
     return out
 
 
-def make_model(spec: dict | None):
-    """Build a model from its JSON spec (only the null model so far)."""
+def make_model(spec: dict | None, run_dir=None, state=None):
+    """Build a model from its JSON spec: ``{"name": "null"}`` or
+    ``{"name": "nlgbn", "data": "train01.npy", "num_tries": 8, ...}`` (paths
+    relative to the run directory; data already mapped into (0, 1))."""
     if spec is None or spec.get("name", "null") == "null":
         return None
+    if spec["name"] == "nlgbn":
+        from ..models.nlgbn import NLGBN
+
+        data = np.load(Path(run_dir) / spec["data"], allow_pickle=False)
+        return NLGBN(data, state.graph.capacity, state.rng, num_tries=spec.get("num_tries", 8),
+                     structure_moves=spec.get("structure_moves"))
     raise ValueError(f"unknown model {spec.get('name')!r}")
 
 
@@ -111,21 +119,27 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
     run_dir = Path(run_dir)
     spec = load_spec(run_dir)
     config = ChainConfig.from_dict(spec["config"])
-    model = make_model(spec.get("model"))
     cdir = run_dir / f"chain-{index}"
     cdir.mkdir(exist_ok=True)
     store = SQLiteStore(cdir / "samples.sqlite")
     ckpt = cdir / "checkpoint.json"
     if ckpt.exists():
         with open(ckpt, encoding="utf-8") as fh:
-            state = ChainState.from_record(json.load(fh))
+            rec = json.load(fh)
+        state = ChainState.from_record(rec)
+        model = make_model(spec.get("model"), run_dir, state)
+        if rec.get("model_file"):
+            model.load_arrays(cdir / rec["model_file"])
         store.truncate_after(state.sweep)
     else:
         rng = chain_seed(spec["seed"], spec["chains"], index)
         init = DAG.from_dict(spec["initial_graph"]) if spec.get("initial_graph") else None
         state = init_state(config, rng, init)
+        model = make_model(spec.get("model"), run_dir, state)
+        if model is not None and hasattr(model, "init_from_state"):
+            model.init_from_state(state.graph, state.rng)
         store.truncate_after(0)
-        atomic_write_json(ckpt, state.to_record())
+        _checkpoint(cdir, ckpt, state, model)
     remaining = spec["sweeps"] - state.sweep
     if stop_after is not None:
         remaining = min(remaining, int(stop_after))
@@ -134,16 +148,19 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
     try:
         for st in sample(state, config, remaining, model):
             if is_kept(st.sweep, spec["burn_in"], spec["thin"]):
-                store.add(st.sweep, st.graph.to_dag().to_json(), scalars(st, model))
+                rec = st.graph.to_dag().to_dict()
+                if model is not None and hasattr(model, "snapshot"):
+                    rec.update(model.snapshot(st.graph))
+                store.add(st.sweep, json.dumps(rec, separators=(",", ":")), scalars(st, model))
             if progress is not None:
                 progress(st.sweep, st)
             now = time.monotonic()
             if now - last >= every:
                 store.flush()                                   # data first
-                atomic_write_json(ckpt, state.to_record())      # counter last
+                _checkpoint(cdir, ckpt, state, model)           # counter last
                 last = now
         store.flush()
-        atomic_write_json(ckpt, state.to_record())
+        _checkpoint(cdir, ckpt, state, model)
         if state.sweep >= spec["sweeps"]:
             (cdir / "done").write_text("ok\n")
         stats = state.stats
@@ -151,6 +168,21 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
                 "acceptance": (stats[:, 1] / np.maximum(stats[:, 0], 1)).tolist()}
     finally:
         store.close()
+
+
+def _checkpoint(cdir: Path, ckpt: Path, state, model) -> None:
+    """Model arrays (if any) to model-SWEEP.npz, then the JSON checkpoint that
+    names it (renamed into place last), then older array files are removed."""
+    rec = state.to_record()
+    if model is not None and hasattr(model, "save_arrays"):
+        name = f"model-{state.sweep}.npz"
+        model.save_arrays(cdir / name)
+        rec["model_file"] = name
+    atomic_write_json(ckpt, rec)
+    if rec.get("model_file"):
+        for old in cdir.glob("model-*.npz"):
+            if old.name != rec["model_file"]:
+                old.unlink(missing_ok=True)
 
 
 def _progress_enabled(progress) -> bool:

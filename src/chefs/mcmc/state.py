@@ -106,6 +106,14 @@ class GraphState:
             self.grow()
 
     # --------------------------------------------------------------- views
+    def canonical_slots(self) -> np.ndarray:
+        """Active slots in the node order of :meth:`to_dag` (observed by slot, hidden by theta)."""
+        idx = np.flatnonzero(self.alive)
+        obs = idx[self.obs[idx]]
+        hid = idx[~self.obs[idx]]
+        hid = hid[np.argsort(self.theta[hid], kind="stable")]
+        return np.concatenate([obs, hid])
+
     def to_dag(self) -> DAG:
         """An immutable canonical snapshot."""
         idx = np.flatnonzero(self.alive)

@@ -1,0 +1,379 @@
+"""Nonlinear Gaussian belief network (NLGBN) with an ICP prior on its structure.
+
+Unit i (Frey 1997; 003 section 2; 002 section 4.1)::
+
+    y_i = b_i + sum_k Z_ki W_ki u_k + eps_i,   eps_i ~ N(0, 1/rho_i),   u_i = sigmoid(y_i)
+
+so u_i in (0, 1) has density N(logit u; mu_i, 1/rho_i) / (u (1 - u)). Observed
+units (theta = 0, or inputs at theta = 1) hold the data mapped into (0, 1);
+hidden units carry one latent activation per data point. Priors (shape,
+rate): rho ~ Gamma(0.5, 0.5), b ~ N(0, 1), W ~ N(0, 1).
+
+Everything is stored per slot of the :class:`~chefs.mcmc.state.GraphState`
+(arrays of its capacity) in pre-activation space: ``Y[i]`` = logit(u_i),
+``U[i]`` = u_i and ``MU[i]`` = b_i + sum over parents (kept exact after every
+change). One sweep (``NLGBN.sweep``):
+
+1. hidden activations: multiple-try Metropolis, tries from the prior given the
+   parents, selected by the children's likelihood (003 section 4.1),
+   vectorised over data points and tries;
+2. (b_i, W_.i) jointly from their Gaussian conditional, rho_i from its Gamma
+   conditional (003 sections 4.2-4.3);
+3. structure: an edge pass over every node with W_ki integrated out
+   (collapsed Gibbs for (Z_ki, W_ki)), then a fixed number of birth/death,
+   order and depth proposals using the ICP kernels of :mod:`chefs.mcmc`; new
+   units' (b, rho, activations) are proposed from their prior, the new edge
+   weight is integrated out and then drawn from its conditional.
+
+Derivations: docs/derivations.md section 3.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import expit, logsumexp
+
+from ..mcmc import _kernels as kern
+
+LOG_2PI = math.log(2 * math.pi)
+
+
+def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float) -> tuple[float, float, float]:
+    """Log marginal-likelihood gain of adding regressor ``u`` with weight
+    W ~ N(0, 1) to residual ``r`` ~ N(0, 1/rho): returns (log gain, posterior
+    mean, posterior variance) of W.
+
+    log [int N(r; W u, 1/rho) N(W; 0, 1) dW / N(r; 0, 1/rho)]
+        = -0.5 log(1 + s) + 0.5 t^2 / (1 + s),  s = rho u.u,  t = rho u.r
+    """
+    s = rho * float(u @ u)
+    t = rho * float(u @ r)
+    return -0.5 * math.log1p(s) + 0.5 * t * t / (1.0 + s), t / (1.0 + s), 1.0 / (1.0 + s)
+
+
+class NLGBN:
+    """NLGBN likelihood and its within-model updates on a graph state.
+
+    Parameters
+    ----------
+    data : array (N, D)
+        Observed values already mapped into (0, 1) (one column per observed node).
+    rng : numpy.random.Generator
+        Used to initialise parameters.
+    num_tries : int
+        Tries of the multiple-try Metropolis update of hidden activations.
+    """
+
+    is_null = False
+
+    def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 8,
+                 structure_moves: int | None = None):
+        data = np.asarray(data, dtype=float)
+        if data.ndim != 2 or data.shape[0] < 2:
+            raise ValueError("NLGBN data must be a 2-D array with at least two rows")
+        if np.any(~np.isfinite(data)) or np.any(data <= 0) or np.any(data >= 1):
+            raise ValueError("NLGBN data must lie strictly inside (0, 1); map it with chefs.density.UnitMap first")
+        self.N, self.D = data.shape
+        self.num_tries = int(num_tries)
+        self.structure_moves = int(structure_moves) if structure_moves else max(10, 2 * self.D)
+        cap = int(capacity)
+        self.b = np.zeros(cap)
+        self.rho = np.ones(cap)
+        self.W = np.zeros((cap, cap))
+        self.Y = np.zeros((cap, self.N))
+        self.U = np.full((cap, self.N), 0.5)
+        self.MU = np.zeros((cap, self.N))
+        self.Y[: self.D] = (np.log(data) - np.log1p(-data)).T
+        self.U[: self.D] = data.T
+        self.jacobian = -np.sum(np.log(data) + np.log1p(-data), axis=0)  # log 1/(u(1-u)) per column
+        self.rho[: self.D] = 1.0 / np.maximum(self.Y[: self.D].var(axis=1), 1e-3)
+        self.b[: self.D] = self.Y[: self.D].mean(axis=1)
+        self.stats = np.zeros((5, 2), dtype=np.int64)  # edge, birth_death, order, depth, activations
+
+    # --------------------------------------------------------- bookkeeping
+    @property
+    def capacity(self) -> int:
+        return self.b.shape[0]
+
+    def match_capacity(self, state) -> None:
+        new = state.capacity
+        old = self.capacity
+        if new == old:
+            return
+        for name in ("b", "rho"):
+            arr = np.zeros(new) if name == "b" else np.ones(new)
+            arr[:old] = getattr(self, name)
+            setattr(self, name, arr)
+        W = np.zeros((new, new))
+        W[:old, :old] = self.W
+        self.W = W
+        for name, fill in (("Y", 0.0), ("U", 0.5), ("MU", 0.0)):
+            arr = np.full((new, self.N), fill)
+            arr[:old] = getattr(self, name)
+            setattr(self, name, arr)
+
+    def parents(self, state, i) -> np.ndarray:
+        return np.flatnonzero(state.Z[:, i] & state.alive)
+
+    def children(self, state, k) -> np.ndarray:
+        return np.flatnonzero(state.Z[k, :] & state.alive)
+
+    def refresh_mu(self, state, i) -> None:
+        pa = self.parents(state, i)
+        self.MU[i] = self.b[i] + (self.W[pa, i] @ self.U[pa] if pa.size else 0.0)
+
+    def init_from_state(self, state, rng) -> None:
+        """Draw missing hidden activations/parameters from the prior, ancestrally."""
+        self.match_capacity(state)
+        order = np.argsort(state.theta[: state.capacity] + np.where(state.alive, 0.0, 10.0))[::-1]
+        for i in order:
+            if not state.alive[i]:
+                continue
+            pa = self.parents(state, i)
+            for k in pa:
+                if self.W[k, i] == 0.0:
+                    self.W[k, i] = rng.normal()
+            self.refresh_mu(state, i)
+            if not state.obs[i]:
+                self.b[i] = rng.normal() if self.b[i] == 0.0 else self.b[i]
+                self.refresh_mu(state, i)
+                self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
+                self.U[i] = expit(self.Y[i])
+
+    # ----------------------------------------------------------- densities
+    def node_loglik(self, i) -> float:
+        r = self.Y[i] - self.MU[i]
+        return 0.5 * self.N * (math.log(self.rho[i]) - LOG_2PI) - 0.5 * self.rho[i] * float(r @ r)
+
+    def log_likelihood(self, state) -> float:
+        """log p(observed data | structure, parameters, hidden activations), in (0, 1) units."""
+        return float(sum(self.node_loglik(i) for i in range(self.D)) + self.jacobian.sum())
+
+    def log_joint_hidden(self, state) -> float:
+        """log p(hidden activations | parents) summed over hidden units (pre-activation space)."""
+        return float(sum(self.node_loglik(i) for i in np.flatnonzero(state.alive & ~state.obs)))
+
+    # -------------------------------------------------------- activations
+    def update_activations(self, rng, state) -> None:
+        J = self.num_tries
+        for h in np.flatnonzero(state.alive & ~state.obs):
+            ch = self.children(state, h)
+            sd = 1.0 / math.sqrt(self.rho[h])
+            mu = self.MU[h]
+            base = self.Y[ch] - self.MU[ch] + self.W[h, ch][:, None] * self.U[h]  # residual without h
+            w = self.W[h, ch][:, None, None]
+            rc = self.rho[ch][:, None, None]
+
+            def logw(y):  # (J, N) -> (J, N)
+                return -0.5 * np.sum(rc * (base[:, None, :] - w * expit(y)[None]) ** 2, axis=0)
+
+            tries = mu + sd * rng.normal(size=(J, self.N))
+            lw = logw(tries)
+            # select one try per data point with probability proportional to its weight
+            g = lw - lw.max(axis=0)
+            p = np.exp(g)
+            p /= p.sum(axis=0)
+            cum = np.cumsum(p, axis=0)
+            pick = np.minimum((cum < rng.random(self.N)).sum(axis=0), J - 1)
+            y_new = tries[pick, np.arange(self.N)]
+            refs = mu + sd * rng.normal(size=(J, self.N))
+            refs[J - 1] = self.Y[h]
+            lr = logw(refs)
+            log_acc = logsumexp(lw, axis=0) - logsumexp(lr, axis=0)
+            acc = np.log(rng.random(self.N)) < log_acc
+            self.stats[4, 0] += self.N
+            self.stats[4, 1] += int(acc.sum())
+            if acc.any():
+                self.Y[h, acc] = y_new[acc]
+                self.U[h] = expit(self.Y[h])
+                for c in ch:
+                    self.refresh_mu(state, c)
+
+    # ---------------------------------------------------------- parameters
+    def update_parameters(self, rng, state, priors) -> None:
+        for i in np.flatnonzero(state.alive):
+            pa = self.parents(state, i)
+            X = np.vstack([np.ones(self.N), self.U[pa]])  # (1 + p, N)
+            prec = np.eye(1 + pa.size) + self.rho[i] * (X @ X.T)
+            L = np.linalg.cholesky(prec)
+            rhs = self.rho[i] * (X @ self.Y[i])
+            mean = np.linalg.solve(L.T, np.linalg.solve(L, rhs))
+            beta = mean + np.linalg.solve(L.T, rng.normal(size=1 + pa.size))
+            self.b[i] = beta[0]
+            self.W[pa, i] = beta[1:]
+            self.MU[i] = beta @ X
+            r = self.Y[i] - self.MU[i]
+            self.rho[i] = rng.gamma(priors[0] + 0.5 * self.N, 1.0 / (priors[1] + 0.5 * float(r @ r)))
+
+    # ----------------------------------------------------------- structure
+    def _propose_new_unit(self, rng, state, h, parent=-1) -> None:
+        """Prior draws for a new unit's bias, precision and activations."""
+        self.match_capacity(state)
+        self.b[h] = rng.normal()
+        self.rho[h] = rng.gamma(0.5, 2.0)
+        self.W[:, h] = 0.0
+        self.W[h, :] = 0.0
+        mu = np.full(self.N, self.b[h])
+        if parent >= 0:
+            self.W[parent, h] = rng.normal()
+            mu = mu + self.W[parent, h] * self.U[parent]
+        self.MU[h] = mu
+        self.Y[h] = mu + rng.normal(size=self.N) / math.sqrt(self.rho[h])
+        self.U[h] = expit(self.Y[h])
+
+    def edge_pass(self, rng, state, hyper) -> None:
+        alpha, phi = hyper["alpha"], hyper["phi"]
+        theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
+        cand = np.empty(state.capacity, dtype=np.int64)
+        for i in np.flatnonzero(alive).tolist():
+            n = kern.edge_candidates(theta, obs, alive, Z, m, i, cand)
+            changed = False
+            for k in cand[:n].tolist():
+                if not (obs[k] or m[k] - int(Z[k, i]) >= 1):
+                    continue
+                p1 = kern.edge_prior_prob(obs, Z, m, a, k, i, alpha, phi)
+                cur = bool(Z[k, i])
+                r0 = self.Y[i] - self.MU[i] + (self.W[k, i] * self.U[k] if cur else 0.0)
+                gain, mean, var = collapsed_gain(self.U[k], r0, self.rho[i])
+                logit = math.log(p1) - math.log1p(-p1) + gain
+                p = 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
+                new = rng.random() < p
+                if new:
+                    self.W[k, i] = mean + math.sqrt(var) * rng.normal()
+                    self.MU[i] = self.Y[i] - r0 + self.W[k, i] * self.U[k]
+                else:
+                    self.W[k, i] = 0.0
+                    self.MU[i] = self.Y[i] - r0
+                if new != cur:
+                    kern.apply_set_edge(Z, m, npar, k, i, new)
+                    changed = True
+            self.stats[0, 0] += 1
+            self.stats[0, 1] += int(changed)
+
+    def birth_death(self, rng, state, hyper) -> None:
+        state.ensure_capacity(4)
+        self.match_capacity(state)
+        theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
+        cand = np.empty(state.capacity, dtype=np.int64)
+        kind, lr, h, i = kern.propose_birth_death(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, cand,
+                                                  hyper["alpha"], hyper["gamma"], hyper["phi"], 0)
+        if kind == 0:
+            return
+        self.stats[1, 0] += 1
+        if kind == 1:
+            self._propose_new_unit(rng, state, h)
+            r0 = self.Y[i] - self.MU[i]
+            gain, mean, var = collapsed_gain(self.U[h], r0, self.rho[i])
+            if math.log(rng.random()) < lr + gain:
+                self.W[h, i] = mean + math.sqrt(var) * rng.normal()
+                self.MU[i] = self.Y[i] - r0 + self.W[h, i] * self.U[h]
+                self.stats[1, 1] += 1
+            else:
+                kern.undo_birth_death(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, i)
+        else:
+            r0 = self.Y[i] - self.MU[i] + self.W[h, i] * self.U[h]
+            gain, _, _ = collapsed_gain(self.U[h], r0, self.rho[i])
+            if math.log(rng.random()) < lr - gain:
+                self.W[h, i] = 0.0
+                self.MU[i] = self.Y[i] - r0
+                self.stats[1, 1] += 1
+            else:
+                kern.undo_birth_death(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, i)
+
+    def order_move(self, rng, state, hyper) -> None:
+        theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
+        ok, lr, i, old = kern.propose_order(rng, theta, obs, fixed, alive, tie, Z, m, a,
+                                            hyper["alpha"], hyper["gamma"], hyper["phi"], 0)
+        if not ok:
+            return
+        self.stats[2, 0] += 1
+        if math.log(rng.random()) < lr:  # the likelihood does not depend on the orders
+            self.stats[2, 1] += 1
+        else:
+            kern.apply_move_node(theta, alive, a, i, old)
+
+    def depth_move(self, rng, state, hyper) -> None:
+        state.ensure_capacity(4)
+        self.match_capacity(state)
+        theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
+        kind, lr, h, k, i = kern.propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a,
+                                               hyper["alpha"], hyper["gamma"], hyper["phi"])
+        if kind == 0:
+            return
+        self.stats[3, 0] += 1
+        if kind == 1:
+            # G had k -> i with W_ki (collapsed out of both sides); h gets prior draws given k
+            self._propose_new_unit(rng, state, h, parent=k)
+            r0 = self.Y[i] - self.MU[i] + self.W[k, i] * self.U[k]
+            gain_new, mean, var = collapsed_gain(self.U[h], r0, self.rho[i])
+            gain_old, _, _ = collapsed_gain(self.U[k], r0, self.rho[i])
+            if math.log(rng.random()) < lr + gain_new - gain_old:
+                self.W[k, i] = 0.0
+                self.W[h, i] = mean + math.sqrt(var) * rng.normal()
+                self.MU[i] = self.Y[i] - r0 + self.W[h, i] * self.U[h]
+                self.stats[3, 1] += 1
+            else:
+                kern.undo_depth(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, k, i)
+        else:
+            r0 = self.Y[i] - self.MU[i] + self.W[h, i] * self.U[h]
+            gain_old, _, _ = collapsed_gain(self.U[h], r0, self.rho[i])
+            gain_new, mean, var = collapsed_gain(self.U[k], r0, self.rho[i])
+            if math.log(rng.random()) < lr + gain_new - gain_old:
+                self.W[h, i] = 0.0
+                self.W[k, h] = 0.0
+                self.W[k, i] = mean + math.sqrt(var) * rng.normal()
+                self.MU[i] = self.Y[i] - r0 + self.W[k, i] * self.U[k]
+                self.stats[3, 1] += 1
+            else:
+                kern.undo_depth(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, k, i)
+
+    def sweep(self, rng, state, config, hyper) -> None:
+        """One full sweep (see the module docstring)."""
+        self.match_capacity(state)
+        self.update_activations(rng, state)
+        self.update_parameters(rng, state, (0.5, 0.5))
+        self.edge_pass(rng, state, hyper)
+        w = np.asarray(config.weights, float)
+        for _ in range(self.structure_moves):
+            if w[1] > 0:
+                self.birth_death(rng, state, hyper)
+            if w[2] > 0:
+                self.order_move(rng, state, hyper)
+            if w[3] > 0:
+                self.depth_move(rng, state, hyper)
+
+    # ---------------------------------------------------------- checkpoint
+    ARRAYS = ("b", "rho", "W", "Y", "U", "MU", "stats")
+
+    def save_arrays(self, path) -> None:
+        """Write the model's arrays to an NPZ file atomically (temp, fsync, rename)."""
+        import os
+
+        tmp = str(path) + ".tmp.npz"
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **{k: getattr(self, k) for k in self.ARRAYS})
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    def load_arrays(self, path) -> None:
+        with np.load(path, allow_pickle=False) as z:
+            for k in self.ARRAYS:
+                setattr(self, k, np.array(z[k]))
+
+    # ------------------------------------------------------------- output
+    def snapshot(self, state) -> dict:
+        """Parameters of the active units in the canonical order of ``state.to_dag()``."""
+        slots = state.canonical_slots()
+        pos = {int(s): j for j, s in enumerate(slots)}
+        edges = []
+        weights = []
+        for s in slots:
+            for c in np.flatnonzero(state.Z[s] & state.alive):
+                edges.append((pos[int(s)], pos[int(c)]))
+                weights.append(float(self.W[s, c]))
+        order = sorted(range(len(edges)), key=lambda e: edges[e])
+        return {"bias": [float(self.b[s]) for s in slots], "precision": [float(self.rho[s]) for s in slots],
+                "weights": [weights[e] for e in order]}
