@@ -179,3 +179,17 @@ def test_prior_recovery_and_negative_control():
     hb = _prior_chain(bad, 16000, 11)[1000:]
     okb, mb, seb = _within((hb == 0).astype(float), p0)
     assert not okb, (mb, p0, seb)
+
+
+def test_cli_without_torch_says_how_to_install(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from chefs.cli import main\n"
+            f"rc = main(['cnn', 'sample', '--data', 'digits', '--out', {str(tmp_path / 'r')!r}])\n"
+            "import chefs.cnn; assert chefs.cnn.ShapeRule().channels(0.9) == 4\n"
+            "sys.exit(rc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert "pip install 'indian-chefs[cnn]'" in out.stderr
