@@ -115,12 +115,13 @@ class _Fit:
 
     def __call__(self, dag, rng, warm):
         self.calls += 1
+        self.warm = warm
 
         class R:
             pass
 
         r = R()
-        r.log_evidence, r.weights, r.steps = self.value, {"w": np.zeros(1)}, 3
+        r.log_evidence, r.weights, r.steps = self.value, {"w": np.full(1, float(self.calls))}, 3
         return r
 
 
@@ -152,6 +153,8 @@ def test_driver_always_accept_and_always_reject():
     # refresh: the current network is trained too (a second fit) and kept with a new id
     s5, info = mh_step(rng, state, reject_after_fit := (lambda r, d: (grow, -50.0)), fit, prior, 1, 1, refresh=True)
     assert not info.accepted and info.trained and fit.calls == 7 and s5.net_id == 1 and info.train_steps == 6
+    assert fit.warm is state.weights  # the proposal starts from the pre-refresh weights
+    assert s5.weights["w"][0] == 6.0  # the refreshed current weights are kept
 
 
 def test_chain_end_to_end_serial_is_reproducible(digits, tmp_path):

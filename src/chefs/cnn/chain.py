@@ -213,13 +213,14 @@ def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, p
     if key == state.network_key:
         lev, weights, net_id = state.log_evidence, state.weights, state.net_id
     else:
+        start = state.weights  # both sides start from the same weights (no double training)
         if refresh:
-            cur = fit(state.dag, rng, state.weights)
+            cur = fit(state.dag, rng, start)
             state = ChainState(state.dag, state.network_key, state.log_prior, float(cur.log_evidence),
                                cur.weights, next_id)
             next_id += 1
             steps += int(cur.steps)
-        res = fit(new, rng, state.weights)
+        res = fit(new, rng, start)
         lev, weights, net_id = float(res.log_evidence), res.weights, next_id
         trained, steps = True, steps + int(res.steps)
     log_accept = log_ratio + lev - state.log_evidence
