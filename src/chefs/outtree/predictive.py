@@ -70,9 +70,11 @@ class Predictive:
         self.log_z_total = float(logsumexp(a))
         self.c = int(np.argmax(a))
         L = koo_matrix(Bn, np.exp(self.log_rho - m), self.c)
-        self.G = scipy.linalg.inv(L, check_finite=False)
+        lu, piv, _ = scipy.linalg.lapack.dgetrf(L, overwrite_a=True)
+        self.G, _ = scipy.linalg.lapack.dgetrs(lu, piv, np.eye(T), overwrite_b=True)
         self.diagG = np.abs(np.diag(self.G))
         self.log_norm = 0.0
+        self.n_fallback = 0  # points scored by the leaf lower bound
         self.log_norm_se = np.nan
         self._const = (T - 1) * np.log(T) - T * np.log(T + 1.0)
 
@@ -122,10 +124,16 @@ class Predictive:
             else:
                 sign, logdet_small = 1.0, 0.0
                 schur = sum_a[j]
-            if sign <= 0 or not schur > 0:
-                out[j] = -np.inf
-            else:
-                out[j] = self._const + m_new[j] + logdet_small + np.log(schur)
+            # Exact lower bound: the trees in which x* is a leaf give det ratio
+            # >= sum_v a_v. A value below it (or a non-positive one) is
+            # cancellation in G for weakly coupled clusters; fall back to it.
+            with np.errstate(divide="ignore"):
+                low = np.log(sum_a[j])
+            val = logdet_small + np.log(schur) if (sign > 0 and schur > 0) else -np.inf
+            if not np.isfinite(val) or val < low:
+                val = low
+                self.n_fallback += 1
+            out[j] = self._const + m_new[j] + val
         return out
 
     # ------------------------------------------------------------------
