@@ -169,14 +169,14 @@ def test_prior_recovery_and_negative_control():
     icp = ICP(1.0, 1.0, 1.0)
     p0, p1 = _exact_small_h(icp)
     assert p0 == pytest.approx(math.exp(-1.0), rel=1e-6)  # gamma*alpha/(alpha+0) hidden: Poisson(1) at H=0
-    h = _prior_chain(default_proposal(icp), 16000, 11)[1000:]
+    h = _prior_chain(default_proposal(icp), 12000, 11)[1000:]
     ok0, m0, se0 = _within((h == 0).astype(float), p0)
     ok1, m1, se1 = _within((h == 1).astype(float), p1)
     assert ok0, (m0, p0, se0)
     assert ok1, (m1, p1, se1)
     # negative control: dropping the Jacobian-like factor biases the number of hidden nodes
     bad = Mixture([(0.5, EdgeToggle(icp)), (0.5, _NoJacobian(icp))])
-    hb = _prior_chain(bad, 16000, 11)[1000:]
+    hb = _prior_chain(bad, 12000, 11)[1000:]
     okb, mb, seb = _within((hb == 0).astype(float), p0)
     assert not okb, (mb, p0, seb)
 
