@@ -28,13 +28,19 @@ def register(sub) -> None:
     ps = p.add_subparsers(dest="prior_command", metavar="ACTION")
 
     s = ps.add_parser("sample", help="draw graphs from the prior into a .jsonl file")
-    s.add_argument("--prior", default="icp", choices=["icp"], help="prior (icp)")
+    s.add_argument("--prior", default="icp", choices=["icp", "cibp", "ecibp"],
+                   help="icp (default), cibp (cascading IBP, 003) or ecibp (extended CIBP, docs/derivations-cibp.md)")
     s.add_argument("--num-observed", type=positive_int, required=True)
     s.add_argument("--observed-order", type=_order_arg, default=None,
-                   help="fix the observed orders: one value for all, or one per node (comma-separated)")
-    s.add_argument("--alpha", type=positive_float, default=1.0)
-    s.add_argument("--gamma", type=positive_float, default=1.0)
-    s.add_argument("--phi", type=positive_float, default=1.0)
+                   help="fix the observed orders: one value for all, or one per node (comma-separated); icp only")
+    s.add_argument("--alpha", type=positive_float, default=1.0,
+                   help="icp: concentration; cibp/ecibp: IBP mass of every layer (default 1)")
+    s.add_argument("--gamma", type=positive_float, default=None, help="icp only (default 1)")
+    s.add_argument("--phi", type=positive_float, default=None, help="icp only (default 1)")
+    s.add_argument("--beta", type=positive_float, default=None,
+                   help="cibp/ecibp only: IBP concentration of every layer (default 1)")
+    s.add_argument("--max-layers", type=positive_int, default=None,
+                   help="cibp/ecibp only: give up on draws deeper than this (default 50, at most 50)")
     s.add_argument("--num", type=positive_int, default=1)
     s.add_argument("--seed", type=nonneg_int, default=0)
     s.add_argument("--method", choices=["chefs", "finite"], default="chefs")
@@ -80,12 +86,45 @@ def cmd_sample(args) -> int:
     from ..graph import write_jsonl
     from ..priors import ICP
 
-    prior = ICP(args.alpha, args.gamma, args.phi)
+    if args.prior in ("cibp", "ecibp"):
+        return _sample_layered(args)
+    if args.beta is not None or args.max_layers is not None:
+        raise ValueError("--beta and --max-layers belong to --prior cibp/ecibp; the ICP has alpha, gamma, phi")
+    prior = ICP(args.alpha, 1.0 if args.gamma is None else args.gamma, 1.0 if args.phi is None else args.phi)
     rng = np.random.default_rng(args.seed)
     graphs = (prior.sample(rng, args.num_observed, observed_order=args.observed_order, method=args.method,
                            finite_K=args.finite_K, hidden_order=1.0 if args.hidden_at_one else None)
               for _ in range(args.num))
     n = write_jsonl(graphs, args.out)
+    print(f"wrote {n} graph(s) to {args.out}")
+    return 0
+
+
+def _sample_layered(args) -> int:
+    """``--prior cibp|ecibp``: forward draws of the cascading IBP or its extension."""
+    from ..graph import write_jsonl
+
+    given = [flag for flag, v in (("--gamma", args.gamma), ("--phi", args.phi),
+                                  ("--observed-order", args.observed_order), ("--finite-K", args.finite_K))
+             if v is not None]
+    if args.hidden_at_one:
+        given.append("--hidden-at-one")
+    if args.method != "chefs":
+        given.append("--method")
+    if given:
+        raise ValueError(f"{', '.join(given)} belong(s) to --prior icp; --prior {args.prior} takes --alpha, --beta "
+                         "and --max-layers (observed units sit at theta = 0)")
+    if args.prior == "cibp":
+        from ..priors.cibp import CIBP as Prior
+    else:
+        from ..priors.ecibp import ECIBP as Prior
+    alpha = args.alpha
+    beta = 1.0 if args.beta is None else args.beta
+    hi_a, hi_b = max(2.0, alpha), max(2.0, beta)  # top-hat bounds wide enough for the given values
+    prior = Prior(alpha, beta, alpha_bounds=(min(0.05, alpha / 2), hi_a), beta_bounds=(min(0.05, beta / 2), hi_b),
+                  max_layers=50 if args.max_layers is None else args.max_layers)
+    rng = np.random.default_rng(args.seed)
+    n = write_jsonl((prior.sample(rng, args.num_observed) for _ in range(args.num)), args.out)
     print(f"wrote {n} graph(s) to {args.out}")
     return 0
 

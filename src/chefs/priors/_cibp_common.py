@@ -106,7 +106,7 @@ class LayeredPrior:
     name = "layered"
 
     def __init__(self, alpha=1.0, beta=1.0, alpha_bounds=(0.05, 2.0), beta_bounds=(0.05, 2.0),
-                 max_layers: int = 30):
+                 max_layers: int = 50):
         if int(max_layers) != max_layers or not 1 <= max_layers <= 50:
             raise ValueError(f"max_layers must be an integer in 1..50, got {max_layers}")
         self.max_layers = int(max_layers)
@@ -231,6 +231,13 @@ class LayeredPrior:
             Testing only: 1 makes the first customer's new-dish rate alpha*beta
             instead of alpha (a planted error for negative controls).
         """
+        lay, parents, children = self._draw(rng, num_observed, max_nodes, _variant)
+        return self.to_dag(lay, parents, children, int(num_observed)).canonical()
+
+    def _draw(self, rng, num_observed, max_nodes=100_000, _variant=0, _limit=None):
+        """Forward draw as (layer of each unit, parents, children); units are
+        numbered observed first, then layer by layer. ``_limit`` (tests): give
+        up and return None as soon as there are more than that many hidden units."""
         if not isinstance(rng, np.random.Generator):
             raise ValueError("rng must be a numpy.random.Generator (use numpy.random.default_rng(seed))")
         if int(num_observed) != num_observed or num_observed < 1:
@@ -247,34 +254,45 @@ class LayeredPrior:
             if lay > self.max_layers:
                 raise ValueError(f"the draw exceeded max_layers={self.max_layers}; lower alpha or beta "
                                  "or raise max_layers")
-            a, b = self.alpha[lay], self.beta[lay]
-            counts: list[int] = []   # eta of each dish (unit of this layer)
-            dish_children: list[list[int]] = []
             custs = prev + (lower if self.skip else [])
-            for j, cust in enumerate(custs, start=1):
-                for d in range(len(counts)):
-                    if rng.random() < counts[d] / (j + b - 1.0):
-                        counts[d] += 1
-                        dish_children[d].append(cust)
-                if j <= len(prev):
-                    rate = a * b / (j + b - 1.0)
-                    if _variant == 1 and j == 1:
-                        rate = a * b
-                    for _ in range(rng.poisson(rate)):
-                        counts.append(1)
-                        dish_children.append([cust])
+            dish_children = self._restaurant(rng, custs, len(prev), self.alpha[lay], self.beta[lay], _variant)
             base = len(layer_of_unit)
-            if base + len(counts) > max_nodes:
+            if base + len(dish_children) > max_nodes:
                 raise ValueError(f"the draw exceeded max_nodes={max_nodes} units; lower alpha or beta")
-            new = list(range(base, base + len(counts)))
+            new = list(range(base, base + len(dish_children)))
             for u, ch in zip(new, dish_children):
                 layer_of_unit.append(lay)
-                for c in ch:
-                    parents.append(u)
-                    children.append(c)
+                parents.extend([u] * len(ch))
+                children.extend(ch)
             lower = lower + prev
             prev = new
-        return self.to_dag(np.array(layer_of_unit), parents, children, D).canonical()
+            if _limit is not None and len(layer_of_unit) - D > _limit:
+                return None
+        return np.array(layer_of_unit, dtype=np.int64), parents, children
+
+    @staticmethod
+    def _restaurant(rng, custs, n_creating, a, b, _variant=0) -> list[list[int]]:
+        """One two-parameter IBP restaurant (003 section 3.1): customer j
+        (1-based) takes dish k with probability eta_k / (j + b - 1); the first
+        ``n_creating`` customers also order Poisson(a b / (j + b - 1)) new
+        dishes. Returns the customers of each dish, dishes in order of creation."""
+        counts = np.zeros(0)  # eta of each dish
+        dish_children: list[list[int]] = []
+        for j, cust in enumerate(custs, start=1):
+            if counts.size:
+                took = np.flatnonzero(rng.random(counts.size) < counts / (j + b - 1.0))
+                counts[took] += 1
+                for d in took.tolist():
+                    dish_children[d].append(cust)
+            if j <= n_creating:
+                rate = a * b / (j + b - 1.0)
+                if _variant == 1 and j == 1:
+                    rate = a * b
+                new_dishes = rng.poisson(rate)
+                if new_dishes:
+                    counts = np.concatenate([counts, np.ones(new_dishes)])
+                    dish_children.extend([cust] for _ in range(new_dishes))
+        return dish_children
 
     def sample_many(self, rng: np.random.Generator, num: int, num_observed: int, **kw) -> list[DAG]:
         return [self.sample(rng, num_observed, **kw) for _ in range(int(num))]
