@@ -40,17 +40,18 @@ from ..mcmc import _kernels as kern
 LOG_2PI = math.log(2 * math.pi)
 
 
-def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float) -> tuple[float, float, float]:
+def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> tuple[float, float, float]:
     """Log marginal-likelihood gain of adding regressor ``u`` with weight
-    W ~ N(0, 1) to residual ``r`` ~ N(0, 1/rho): returns (log gain, posterior
+    W ~ N(0, v) to residual ``r`` ~ N(0, 1/rho): returns (log gain, posterior
     mean, posterior variance) of W.
 
-    log [int N(r; W u, 1/rho) N(W; 0, 1) dW / N(r; 0, 1/rho)]
-        = -0.5 log(1 + s) + 0.5 t^2 / (1 + s),  s = rho u.u,  t = rho u.r
+    log [int N(r; W u, 1/rho) N(W; 0, v) dW / N(r; 0, 1/rho)]
+        = -0.5 log(1 + v s) + 0.5 v t^2 / (1 + v s),  s = rho u.u,  t = rho u.r
     """
     s = rho * float(u @ u)
     t = rho * float(u @ r)
-    return -0.5 * math.log1p(s) + 0.5 * t * t / (1.0 + s), t / (1.0 + s), 1.0 / (1.0 + s)
+    d = 1.0 + v * s
+    return -0.5 * math.log(d) + 0.5 * v * t * t / d, v * t / d, v / d
 
 
 class NLGBN:
@@ -69,7 +70,8 @@ class NLGBN:
     is_null = False
 
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 8,
-                 structure_moves: int | None = None):
+                 structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
+                 bias_var: float = 1.0):
         data = np.asarray(data, dtype=float)
         if data.ndim != 2 or data.shape[0] < 2:
             raise ValueError("NLGBN data must be a 2-D array with at least two rows")
@@ -77,6 +79,8 @@ class NLGBN:
             raise ValueError("NLGBN data must lie strictly inside (0, 1); map it with chefs.density.UnitMap first")
         self.N, self.D = data.shape
         self.num_tries = int(num_tries)
+        self.rho_prior = (float(rho_prior[0]), float(rho_prior[1]))
+        self.weight_var, self.bias_var = float(weight_var), float(bias_var)
         self.structure_moves = int(structure_moves) if structure_moves else max(10, 2 * self.D)
         cap = int(capacity)
         self.b = np.zeros(cap)
@@ -102,16 +106,17 @@ class NLGBN:
         old = self.capacity
         if new == old:
             return
+        keep = min(new, old)  # a smaller state (a fresh one) has nothing beyond its capacity
         for name in ("b", "rho"):
             arr = np.zeros(new) if name == "b" else np.ones(new)
-            arr[:old] = getattr(self, name)
+            arr[:keep] = getattr(self, name)[:keep]
             setattr(self, name, arr)
         W = np.zeros((new, new))
-        W[:old, :old] = self.W
+        W[:keep, :keep] = self.W[:keep, :keep]
         self.W = W
         for name, fill in (("Y", 0.0), ("U", 0.5), ("MU", 0.0)):
             arr = np.full((new, self.N), fill)
-            arr[:old] = getattr(self, name)
+            arr[:keep] = getattr(self, name)[:keep]
             setattr(self, name, arr)
 
     def parents(self, state, i) -> np.ndarray:
@@ -134,10 +139,10 @@ class NLGBN:
             pa = self.parents(state, i)
             for k in pa:
                 if self.W[k, i] == 0.0:
-                    self.W[k, i] = rng.normal()
+                    self.W[k, i] = rng.normal() * math.sqrt(self.weight_var)
             self.refresh_mu(state, i)
             if not state.obs[i]:
-                self.b[i] = rng.normal() if self.b[i] == 0.0 else self.b[i]
+                self.b[i] = rng.normal() * math.sqrt(self.bias_var) if self.b[i] == 0.0 else self.b[i]
                 self.refresh_mu(state, i)
                 self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
                 self.U[i] = expit(self.Y[i])
@@ -196,7 +201,9 @@ class NLGBN:
         for i in np.flatnonzero(state.alive):
             pa = self.parents(state, i)
             X = np.vstack([np.ones(self.N), self.U[pa]])  # (1 + p, N)
-            prec = np.eye(1 + pa.size) + self.rho[i] * (X @ X.T)
+            prior_prec = np.full(1 + pa.size, 1.0 / self.weight_var)
+            prior_prec[0] = 1.0 / self.bias_var
+            prec = np.diag(prior_prec) + self.rho[i] * (X @ X.T)
             L = np.linalg.cholesky(prec)
             rhs = self.rho[i] * (X @ self.Y[i])
             mean = np.linalg.solve(L.T, np.linalg.solve(L, rhs))
@@ -211,13 +218,13 @@ class NLGBN:
     def _propose_new_unit(self, rng, state, h, parent=-1) -> None:
         """Prior draws for a new unit's bias, precision and activations."""
         self.match_capacity(state)
-        self.b[h] = rng.normal()
-        self.rho[h] = rng.gamma(0.5, 2.0)
+        self.b[h] = rng.normal() * math.sqrt(self.bias_var)
+        self.rho[h] = rng.gamma(self.rho_prior[0], 1.0 / self.rho_prior[1])
         self.W[:, h] = 0.0
         self.W[h, :] = 0.0
         mu = np.full(self.N, self.b[h])
         if parent >= 0:
-            self.W[parent, h] = rng.normal()
+            self.W[parent, h] = rng.normal() * math.sqrt(self.weight_var)
             mu = mu + self.W[parent, h] * self.U[parent]
         self.MU[h] = mu
         self.Y[h] = mu + rng.normal(size=self.N) / math.sqrt(self.rho[h])
@@ -236,7 +243,7 @@ class NLGBN:
                 p1 = kern.edge_prior_prob(obs, Z, m, a, k, i, alpha, phi)
                 cur = bool(Z[k, i])
                 r0 = self.Y[i] - self.MU[i] + (self.W[k, i] * self.U[k] if cur else 0.0)
-                gain, mean, var = collapsed_gain(self.U[k], r0, self.rho[i])
+                gain, mean, var = collapsed_gain(self.U[k], r0, self.rho[i], self.weight_var)
                 logit = math.log(p1) - math.log1p(-p1) + gain
                 p = 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
                 new = rng.random() < p
@@ -265,7 +272,7 @@ class NLGBN:
         if kind == 1:
             self._propose_new_unit(rng, state, h)
             r0 = self.Y[i] - self.MU[i]
-            gain, mean, var = collapsed_gain(self.U[h], r0, self.rho[i])
+            gain, mean, var = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
             if math.log(rng.random()) < lr + gain:
                 self.W[h, i] = mean + math.sqrt(var) * rng.normal()
                 self.MU[i] = self.Y[i] - r0 + self.W[h, i] * self.U[h]
@@ -274,7 +281,7 @@ class NLGBN:
                 kern.undo_birth_death(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, i)
         else:
             r0 = self.Y[i] - self.MU[i] + self.W[h, i] * self.U[h]
-            gain, _, _ = collapsed_gain(self.U[h], r0, self.rho[i])
+            gain, _, _ = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
             if math.log(rng.random()) < lr - gain:
                 self.W[h, i] = 0.0
                 self.MU[i] = self.Y[i] - r0
@@ -307,8 +314,8 @@ class NLGBN:
             # G had k -> i with W_ki (collapsed out of both sides); h gets prior draws given k
             self._propose_new_unit(rng, state, h, parent=k)
             r0 = self.Y[i] - self.MU[i] + self.W[k, i] * self.U[k]
-            gain_new, mean, var = collapsed_gain(self.U[h], r0, self.rho[i])
-            gain_old, _, _ = collapsed_gain(self.U[k], r0, self.rho[i])
+            gain_new, mean, var = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
+            gain_old, _, _ = collapsed_gain(self.U[k], r0, self.rho[i], self.weight_var)
             if math.log(rng.random()) < lr + gain_new - gain_old:
                 self.W[k, i] = 0.0
                 self.W[h, i] = mean + math.sqrt(var) * rng.normal()
@@ -318,8 +325,8 @@ class NLGBN:
                 kern.undo_depth(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, k, i)
         else:
             r0 = self.Y[i] - self.MU[i] + self.W[h, i] * self.U[h]
-            gain_old, _, _ = collapsed_gain(self.U[h], r0, self.rho[i])
-            gain_new, mean, var = collapsed_gain(self.U[k], r0, self.rho[i])
+            gain_old, _, _ = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
+            gain_new, mean, var = collapsed_gain(self.U[k], r0, self.rho[i], self.weight_var)
             if math.log(rng.random()) < lr + gain_new - gain_old:
                 self.W[h, i] = 0.0
                 self.W[k, h] = 0.0
@@ -333,7 +340,7 @@ class NLGBN:
         """One full sweep (see the module docstring)."""
         self.match_capacity(state)
         self.update_activations(rng, state)
-        self.update_parameters(rng, state, (0.5, 0.5))
+        self.update_parameters(rng, state, self.rho_prior)
         self.edge_pass(rng, state, hyper)
         w = np.asarray(config.weights, float)
         for _ in range(self.structure_moves):
@@ -343,6 +350,40 @@ class NLGBN:
                 self.order_move(rng, state, hyper)
             if w[3] > 0:
                 self.depth_move(rng, state, hyper)
+
+    # ------------------------------------------------ forward simulation
+    def forward(self, rng, state) -> None:
+        """Draw every parameter, activation and the data from the model given the
+        structure (ancestrally): the marginal-conditional side of a Geweke test."""
+        self.match_capacity(state)
+        self.W[:] = 0.0
+        for i in state.canonical_slots()[np.argsort(-state.theta[state.canonical_slots()], kind="stable")]:
+            pa = self.parents(state, i)
+            self.b[i] = rng.normal() * math.sqrt(self.bias_var)
+            self.rho[i] = rng.gamma(self.rho_prior[0], 1.0 / self.rho_prior[1])
+            self.W[pa, i] = rng.normal(size=pa.size) * math.sqrt(self.weight_var)
+            self.refresh_mu(state, i)
+            self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
+            self.U[i] = expit(self.Y[i])
+
+    def resample_data(self, rng, state) -> None:
+        """Fresh observed values given everything else (pre-activation space)."""
+        for i in np.flatnonzero(state.alive & state.obs):
+            self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
+            self.U[i] = expit(self.Y[i])
+            for c in self.children(state, i):
+                self.refresh_mu(state, c)
+
+    def test_functions(self, state) -> dict:
+        obs = np.flatnonzero(state.alive & state.obs)
+        hid = np.flatnonzero(state.alive & ~state.obs)
+        return {"y_obs_mean": float(self.Y[obs].mean()), "y_obs_sq": float((self.Y[obs] ** 2).mean()),
+                "u_obs_mean": float(self.U[obs].mean()), "b_obs": float(self.b[obs].mean()),
+                "log_rho_obs": float(np.log(self.rho[obs]).mean()),
+                "u_hidden_sum": float(self.U[hid].mean(axis=1).sum()) if hid.size else 0.0,
+                # joint functions of structure and data (the structure moves' business)
+                "indeg_x_yvar": float(np.sum(state.npar[obs] * self.Y[obs].var(axis=1))),
+                "indeg_x_ysq": float(np.sum(state.npar[obs] * (self.Y[obs] ** 2).mean(axis=1)))}
 
     # ---------------------------------------------------------- checkpoint
     ARRAYS = ("b", "rho", "W", "Y", "U", "MU", "stats")
