@@ -156,7 +156,8 @@ class BeliefNetwork:
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
-                 num_tries: int = 8, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0):
+                 num_tries: int = 8, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
+                 init_hidden: float = 10.0):
         if prior not in ("icp",):
             raise ValueError(f"unknown prior {prior!r} (available: icp)")
         self.prior = prior
@@ -166,6 +167,7 @@ class BeliefNetwork:
         self.num_tries = num_tries
         self.out, self.force, self.progress = out, force, progress
         self.checkpoint_every = checkpoint_every
+        self.init_hidden = init_hidden
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
@@ -176,8 +178,9 @@ class BeliefNetwork:
                              sample_hyper=("alpha", "gamma", "phi") if self.sample_hyper else ())
         out = self.out or tempfile.mkdtemp(prefix="chefs-fit-")
         model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries}
+        init = self._initial_graph(D)
         run = create_run(out, config, self.sweeps, self.burn_in, self.thin, self.chains, self.seed,
-                         self.checkpoint_every, model=model, force=self.force)
+                         self.checkpoint_every, model=model, force=self.force, initial_graph=init)
         np.save(run / "train01.npy", self.map_.forward(X))
         np.save(run / "train.npy", X)
         (run / "unitmap.json").write_text(json.dumps(self.map_.to_dict()))
@@ -185,6 +188,20 @@ class BeliefNetwork:
         self.run_dir_ = Path(run)
         self._load_samples()
         return self
+
+    def _initial_graph(self, D: int):
+        """Starting structure: a draw from the ICP with gamma chosen so that the
+        expected number of hidden units is about ``init_hidden`` (first layer),
+        every hidden unit connected to the data; None for an empty start.
+        The start does not change the target, only how fast the chain gets there."""
+        if not self.init_hidden:
+            return None
+        from .priors.icp import ICP
+
+        rng = np.random.default_rng([self.seed, 7919])
+        alpha = 1.0
+        gamma = self.init_hidden / (alpha * sum(1.0 / (alpha + r) for r in range(D)))
+        return ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=0.0, max_nodes=20 * (D + 50))
 
     @classmethod
     def load(cls, run_dir) -> "BeliefNetwork":

@@ -33,9 +33,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit, logsumexp
+from scipy.special import expit
 
 from ..mcmc import _kernels as kern
+from . import _nlgbn_kernels as _kern
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -162,39 +163,15 @@ class NLGBN:
 
     # -------------------------------------------------------- activations
     def update_activations(self, rng, state) -> None:
-        J = self.num_tries
+        """Multiple-try Metropolis for every hidden unit (numba kernel, per data point)."""
         for h in np.flatnonzero(state.alive & ~state.obs):
             ch = self.children(state, h)
-            sd = 1.0 / math.sqrt(self.rho[h])
-            mu = self.MU[h]
-            base = self.Y[ch] - self.MU[ch] + self.W[h, ch][:, None] * self.U[h]  # residual without h
-            w = self.W[h, ch][:, None, None]
-            rc = self.rho[ch][:, None, None]
-
-            def logw(y):  # (J, N) -> (J, N)
-                return -0.5 * np.sum(rc * (base[:, None, :] - w * expit(y)[None]) ** 2, axis=0)
-
-            tries = mu + sd * rng.normal(size=(J, self.N))
-            lw = logw(tries)
-            # select one try per data point with probability proportional to its weight
-            g = lw - lw.max(axis=0)
-            p = np.exp(g)
-            p /= p.sum(axis=0)
-            cum = np.cumsum(p, axis=0)
-            pick = np.minimum((cum < rng.random(self.N)).sum(axis=0), J - 1)
-            y_new = tries[pick, np.arange(self.N)]
-            refs = mu + sd * rng.normal(size=(J, self.N))
-            refs[J - 1] = self.Y[h]
-            lr = logw(refs)
-            log_acc = logsumexp(lw, axis=0) - logsumexp(lr, axis=0)
-            acc = np.log(rng.random(self.N)) < log_acc
+            J = self.num_tries
+            z = rng.standard_normal((2 * J - 1, self.N))
+            uu = rng.random((2, self.N))
+            acc = _kern.mtm_unit(self.Y, self.U, self.MU, self.W, self.rho, h, ch, J, z, uu)
             self.stats[4, 0] += self.N
-            self.stats[4, 1] += int(acc.sum())
-            if acc.any():
-                self.Y[h, acc] = y_new[acc]
-                self.U[h] = expit(self.Y[h])
-                for c in ch:
-                    self.refresh_mu(state, c)
+            self.stats[4, 1] += acc
 
     # ---------------------------------------------------------- parameters
     def update_parameters(self, rng, state, priors) -> None:
@@ -231,33 +208,10 @@ class NLGBN:
         self.U[h] = expit(self.Y[h])
 
     def edge_pass(self, rng, state, hyper) -> None:
-        alpha, phi = hyper["alpha"], hyper["phi"]
+        """Collapsed Gibbs of (Z_ki, W_ki) over every node and candidate parent (numba kernel)."""
         theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
-        cand = np.empty(state.capacity, dtype=np.int64)
-        for i in np.flatnonzero(alive).tolist():
-            n = kern.edge_candidates(theta, obs, alive, Z, m, i, cand)
-            changed = False
-            for k in cand[:n].tolist():
-                if not (obs[k] or m[k] - int(Z[k, i]) >= 1):
-                    continue
-                p1 = kern.edge_prior_prob(obs, Z, m, a, k, i, alpha, phi)
-                cur = bool(Z[k, i])
-                r0 = self.Y[i] - self.MU[i] + (self.W[k, i] * self.U[k] if cur else 0.0)
-                gain, mean, var = collapsed_gain(self.U[k], r0, self.rho[i], self.weight_var)
-                logit = math.log(p1) - math.log1p(-p1) + gain
-                p = 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
-                new = rng.random() < p
-                if new:
-                    self.W[k, i] = mean + math.sqrt(var) * rng.normal()
-                    self.MU[i] = self.Y[i] - r0 + self.W[k, i] * self.U[k]
-                else:
-                    self.W[k, i] = 0.0
-                    self.MU[i] = self.Y[i] - r0
-                if new != cur:
-                    kern.apply_set_edge(Z, m, npar, k, i, new)
-                    changed = True
-            self.stats[0, 0] += 1
-            self.stats[0, 1] += int(changed)
+        _kern.edge_pass(rng, theta, obs, alive, Z, m, npar, a, self.W, self.Y, self.U, self.MU, self.rho,
+                        hyper["alpha"], hyper["phi"], self.weight_var, self.stats)
 
     def birth_death(self, rng, state, hyper) -> None:
         state.ensure_capacity(4)
