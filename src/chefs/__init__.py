@@ -5,4 +5,16 @@ from .graph import DAG, read_jsonl, write_jsonl
 from .priors.icp import ICP
 
 __version__ = "0.1.0"
-__all__ = ["DAG", "ICP", "read_jsonl", "write_jsonl", "__version__"]
+__all__ = ["DAG", "ICP", "BeliefNetwork", "OutTree", "read_jsonl", "write_jsonl", "__version__"]
+
+
+def __getattr__(name):  # lazy: keep `import chefs` light
+    if name == "BeliefNetwork":
+        from .density import BeliefNetwork
+
+        return BeliefNetwork
+    if name == "OutTree":
+        from .outtree import OutTree
+
+        return OutTree
+    raise AttributeError(f"module 'chefs' has no attribute {name!r}")
