@@ -156,7 +156,7 @@ class BeliefNetwork:
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
-                 num_tries: int = 8, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
+                 num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0):
         if prior not in ("icp",):
             raise ValueError(f"unknown prior {prior!r} (available: icp)")

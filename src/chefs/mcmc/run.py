@@ -50,7 +50,7 @@ def make_model(spec: dict | None, run_dir=None, state=None):
         from ..models.nlgbn import NLGBN
 
         data = np.load(Path(run_dir) / spec["data"], allow_pickle=False)
-        return NLGBN(data, state.graph.capacity, state.rng, num_tries=spec.get("num_tries", 8),
+        return NLGBN(data, state.graph.capacity, state.rng, num_tries=spec.get("num_tries", 4),
                      structure_moves=spec.get("structure_moves"))
     raise ValueError(f"unknown model {spec.get('name')!r}")
 

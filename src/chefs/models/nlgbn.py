@@ -70,7 +70,7 @@ class NLGBN:
 
     is_null = False
 
-    def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 8,
+    def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
                  bias_var: float = 1.0):
         data = np.asarray(data, dtype=float)
