@@ -100,22 +100,30 @@ def _network(sample: dict):
             np.asarray(sample["bias"]), np.asarray(sample["precision"]), order)
 
 
-def ancestral(sample: dict, num: int, rng, fixed_obs: np.ndarray | None = None):
-    """Ancestral draws of all units (num points); returns U (n_nodes, num)."""
+def ancestral(sample: dict, num: int, rng, given: dict | None = None):
+    """Ancestral draws of all units (num points); returns U (n_nodes, num).
+    ``given`` maps node index -> fixed values in (0, 1) (input units)."""
     obs, parents, wts, b, rho, order = _network(sample)
     U = np.zeros((len(b), num))
+    given = given or {}
     for i in order:
+        if i in given:
+            U[i] = given[i]
+            continue
         mu = b[i] + (wts[i] @ U[parents[i]] if parents[i] else 0.0)
         y = mu + rng.normal(size=num) / math.sqrt(rho[i])
         U[i] = expit(y)
     return U
 
 
-def log_density_unit(sample: dict, U_obs: np.ndarray, rng, num_is: int = 64) -> np.ndarray:
+def log_density_unit(sample: dict, U_obs: np.ndarray, rng, num_is: int = 64, inputs=()) -> np.ndarray:
     """log p(u_obs | sample) per point by importance sampling from the hidden prior.
 
     ``U_obs`` is (num_points, D) in (0, 1). Points outside (0, 1) get -inf.
+    Columns listed in ``inputs`` are conditioned on (their own density is not
+    counted): the result is then log p(outputs | inputs).
     """
+    inputs = set(int(j) for j in inputs)
     obs, parents, wts, b, rho, order = _network(sample)
     n_pts, D = U_obs.shape
     inside = np.all((U_obs > 0) & (U_obs < 1), axis=1)
@@ -130,11 +138,13 @@ def log_density_unit(sample: dict, U_obs: np.ndarray, rng, num_is: int = 64) -> 
         if obs[i]:
             d = int(np.searchsorted(obs_idx, i))
             y = Yo[:, d][None, :]
-            logw += 0.5 * (math.log(rho[i]) - math.log(2 * math.pi)) - 0.5 * rho[i] * (y - mu) ** 2
+            if d not in inputs:
+                logw += 0.5 * (math.log(rho[i]) - math.log(2 * math.pi)) - 0.5 * rho[i] * (y - mu) ** 2
             U[i] = Uc[:, d][None, :]
         else:
             U[i] = expit(mu + rng.normal(size=(S, n_pts)) / math.sqrt(rho[i]))
-    out = logsumexp(logw, axis=0) - math.log(S) - np.sum(np.log(Uc) + np.log1p(-Uc), axis=1)
+    outs = [d for d in range(D) if d not in inputs]
+    out = logsumexp(logw, axis=0) - math.log(S) - np.sum(np.log(Uc[:, outs]) + np.log1p(-Uc[:, outs]), axis=1)
     return np.where(inside, out, -np.inf)
 
 
@@ -157,7 +167,7 @@ class BeliefNetwork:
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
-                 init_hidden: float = 10.0):
+                 init_hidden: float = 10.0, inputs=()):
         if prior not in ("icp",):
             raise ValueError(f"unknown prior {prior!r} (available: icp)")
         self.prior = prior
@@ -168,13 +178,18 @@ class BeliefNetwork:
         self.out, self.force, self.progress = out, force, progress
         self.checkpoint_every = checkpoint_every
         self.init_hidden = init_hidden
+        self.inputs = tuple(sorted(int(j) for j in inputs))
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
         X = check_data(X)
         self.map_ = UnitMap.fit(X)
         D = X.shape[1]
-        config = ChainConfig(D, 0.0, self.alpha, self.gamma, self.phi,
+        bad = [j for j in self.inputs if not 0 <= j < D]
+        if bad or len(self.inputs) >= D:
+            raise ValueError(f"inputs must be column indices in [0, {D}) leaving at least one output, got {self.inputs}")
+        orders = [1.0 if j in self.inputs else 0.0 for j in range(D)]
+        config = ChainConfig(D, orders, self.alpha, self.gamma, self.phi,
                              sample_hyper=("alpha", "gamma", "phi") if self.sample_hyper else ())
         out = self.out or tempfile.mkdtemp(prefix="chefs-fit-")
         model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries}
@@ -183,8 +198,12 @@ class BeliefNetwork:
                          self.checkpoint_every, model=model, force=self.force, initial_graph=init)
         np.save(run / "train01.npy", self.map_.forward(X))
         np.save(run / "train.npy", X)
-        (run / "unitmap.json").write_text(json.dumps(self.map_.to_dict()))
-        run_chains(run, progress=self.progress)
+        (run / "unitmap.json").write_text(json.dumps({**self.map_.to_dict(), "inputs": list(self.inputs)}))
+        import time
+
+        t0 = time.perf_counter()
+        self.chain_results_ = run_chains(run, progress=self.progress)
+        self.fit_seconds_ = time.perf_counter() - t0
         self.run_dir_ = Path(run)
         self._load_samples()
         return self
@@ -201,7 +220,8 @@ class BeliefNetwork:
         rng = np.random.default_rng([self.seed, 7919])
         alpha = 1.0
         gamma = self.init_hidden / (alpha * sum(1.0 / (alpha + r) for r in range(D)))
-        return ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=0.0, max_nodes=20 * (D + 50))
+        orders = [1.0 if j in self.inputs else 0.0 for j in range(D)]
+        return ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=orders, max_nodes=20 * (D + 50))
 
     @classmethod
     def load(cls, run_dir) -> "BeliefNetwork":
@@ -212,7 +232,9 @@ class BeliefNetwork:
         net = cls(sweeps=spec["sweeps"], burn_in=spec["burn_in"], thin=spec["thin"], chains=spec["chains"],
                   seed=spec["seed"], out=run_dir)
         net.run_dir_ = Path(run_dir)
-        net.map_ = UnitMap.from_dict(json.loads((Path(run_dir) / "unitmap.json").read_text()))
+        um = json.loads((Path(run_dir) / "unitmap.json").read_text())
+        net.map_ = UnitMap.from_dict(um)
+        net.inputs = tuple(um.get("inputs", ()))
         net._load_samples()
         return net
 
@@ -227,16 +249,35 @@ class BeliefNetwork:
             raise ValueError("no posterior samples were kept: increase sweeps or lower burn-in/thin")
 
     # ------------------------------------------------------------ use
-    def sample(self, n: int, rng=None) -> np.ndarray:
+    def sample(self, n: int, rng=None, inputs=None) -> np.ndarray:
         """Fantasy data: for each point a posterior sample is picked uniformly and one
-        point drawn from it by ancestral sampling, mapped back to data space."""
+        point drawn from it by ancestral sampling, mapped back to data space.
+
+        For a conditional model (``inputs`` columns at theta = 1), pass the input
+        rows (n, len(inputs)) or full rows whose input columns are used."""
         rng = np.random.default_rng(rng)
         n = int(n)
+        D = self.map_.lo.size
+        given_cols = None
+        if self.inputs:
+            if inputs is None:
+                raise ValueError("this model is conditional: pass the input values (inputs=...)")
+            inputs = np.asarray(inputs, float)
+            if inputs.ndim == 1:
+                inputs = inputs[:, None]
+            if inputs.shape[1] == D:
+                inputs = inputs[:, list(self.inputs)]
+            if inputs.shape != (n, len(self.inputs)):
+                raise ValueError(f"inputs must have shape ({n}, {len(self.inputs)})")
+            full = np.zeros((n, D))
+            full[:, list(self.inputs)] = inputs
+            given_cols = self.map_.forward(full)
         picks = rng.integers(0, len(self.samples_), size=n)
-        out = np.empty((n, self.map_.lo.size))
+        out = np.empty((n, D))
         for s in np.unique(picks):
             idx = np.flatnonzero(picks == s)
-            U = ancestral(self.samples_[s], idx.size, rng)
+            given = {j: given_cols[idx, j] for j in self.inputs} if given_cols is not None else None
+            U = ancestral(self.samples_[s], idx.size, rng, given)
             obs = np.asarray(self.samples_[s]["observed"])
             out[idx] = self.map_.inverse(U[obs].T)
         return out
@@ -248,8 +289,31 @@ class BeliefNetwork:
         rng = np.random.default_rng(rng)
         U = self.map_.forward(X)
         pick = np.unique(np.linspace(0, len(self.samples_) - 1, min(max_samples, len(self.samples_))).astype(int))
-        lp = np.array([log_density_unit(self.samples_[s], U, rng, num_is) for s in pick])
-        return logsumexp(lp, axis=0) - math.log(pick.size) + self.map_.log_jacobian()
+        lp = np.array([log_density_unit(self.samples_[s], U, rng, num_is, self.inputs) for s in pick])
+        outs = [j for j in range(self.map_.lo.size) if j not in self.inputs]
+        jac = float(np.sum(np.log(self.map_.scale[outs])))
+        return logsumexp(lp, axis=0) - math.log(pick.size) + jac
+
+    def diagnostics(self) -> dict:
+        """Acceptance rate per move (edge, birth/death, order, depth, activations)
+        and effective samples per minute of K+ and of the log-likelihood."""
+        import arviz as az
+
+        from .mcmc.diagnostics import traces
+
+        tr = traces(self.run_dir_)
+        minutes = max(getattr(self, "fit_seconds_", float("nan")), 1e-9) / 60
+        out = {"acceptance": {}}
+        names = ("edge", "birth_death", "order", "depth", "activations")
+        for r in getattr(self, "chain_results_", []):
+            for n, a in zip(names, r["acceptance"]):
+                out["acceptance"].setdefault(n, []).append(a)
+        for var in ("num_nodes", "log_lik"):
+            x = tr[var]
+            ess = float(az.ess(x)) if x.shape[1] >= 4 and np.ptp(x) > 0 else float("nan")
+            out[f"ess_{var}"] = ess
+            out[f"ess_{var}_per_minute"] = ess / minutes
+        return out
 
     def score(self, X) -> float:
         return float(np.mean(self.score_samples(X)))

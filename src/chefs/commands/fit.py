@@ -24,6 +24,8 @@ def register(sub) -> None:
     f.add_argument("--gamma", type=positive_float, default=1.0)
     f.add_argument("--phi", type=positive_float, default=1.0)
     f.add_argument("--fixed-hyper", action="store_true", help="keep alpha, gamma, phi fixed (default: sampled)")
+    f.add_argument("--inputs", default="", help="comma-separated column indices to condition on (observed at "
+                   "theta = 1): the model becomes p(outputs | inputs)")
     f.add_argument("--checkpoint-every", type=positive_float, default=10.0)
     f.add_argument("--no-progress", action="store_true")
     f.add_argument("--force", action="store_true", help="overwrite an existing run directory")
@@ -69,7 +71,8 @@ def cmd_fit(args) -> int:
     net = BeliefNetwork(sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains,
                         seed=args.seed, alpha=args.alpha, gamma=args.gamma, phi=args.phi,
                         sample_hyper=not args.fixed_hyper, out=out, force=args.force,
-                        progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every)
+                        progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
+                        inputs=_columns(args.inputs))
     net.fit(train)
     if test is not None:
         np.save(out / "test.npy", test)
@@ -77,14 +80,29 @@ def cmd_fit(args) -> int:
     sizes = [len(s["theta"]) for s in net.samples_]
     print(f"{label}: {train.shape[0]} training points, {len(net.samples_)} posterior samples, "
           f"K+ mean {np.mean(sizes):.1f} (min {min(sizes)}, max {max(sizes)})")
+    diag = net.diagnostics()
+    acc = ", ".join(f"{k} {np.mean(v):.3f}" for k, v in diag["acceptance"].items())
+    print(f"acceptance: {acc}")
+    print(f"effective samples per minute: K+ {diag['ess_num_nodes_per_minute']:.1f}, "
+          f"log-likelihood {diag['ess_log_lik_per_minute']:.1f} ({net.fit_seconds_:.0f} s of sampling)")
     if test is not None:
         from ..evaluation import hellinger
 
-        fantasy = net.sample(test.shape[0], rng=args.seed)
-        print(f"held-out log-likelihood per point: {net.score(test):.4f}")
+        fantasy = net.sample(test.shape[0], rng=args.seed, inputs=test if net.inputs else None)
+        what = "log p(outputs | inputs)" if net.inputs else "log-likelihood"
+        print(f"held-out {what} per point: {net.score(test):.4f}")
         print(f"Hellinger(fantasy, test) = {hellinger(fantasy, test):.4f}   "
               f"baseline Hellinger(train, test) = {hellinger(train, test):.4f}")
     return 0
+
+
+def _columns(text: str):
+    if not text:
+        return ()
+    try:
+        return tuple(int(c) for c in text.split(","))
+    except ValueError:
+        raise ValueError(f"--inputs takes comma-separated column indices, got {text!r}") from None
 
 
 def cmd_fantasy(args) -> int:
@@ -94,7 +112,12 @@ def cmd_fantasy(args) -> int:
     if out.exists() and not args.force:
         raise FileExistsError(f"{out} exists; use --force to overwrite it")
     net = BeliefNetwork.load(args.run)
-    X = net.sample(args.num, rng=args.seed)
+    given = None
+    if net.inputs:
+        run = Path(args.run)
+        ref = np.load(run / "test.npy") if (run / "test.npy").exists() else np.load(run / "train.npy")
+        given = ref[np.random.default_rng(args.seed).integers(0, ref.shape[0], args.num)]
+    X = net.sample(args.num, rng=args.seed, inputs=given)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savetxt(out, X, delimiter=",", fmt="%.8g")
     print(f"wrote {args.num} fantasy points to {out}")
@@ -114,7 +137,7 @@ def cmd_plot(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     net = BeliefNetwork.load(run)
     ref = np.load(run / "test.npy") if (run / "test.npy").exists() else np.load(run / "train.npy")
-    fantasy = net.sample(ref.shape[0], rng=args.seed)
+    fantasy = net.sample(ref.shape[0], rng=args.seed, inputs=ref if net.inputs else None)
     plt = _mpl()
     D = ref.shape[1]
     pairs = [(0, 1)] if D == 2 else [(j, j + 1) for j in range(0, min(D - 1, 6), 2)] if D > 2 else [(0, 0)]

@@ -163,7 +163,7 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         _checkpoint(cdir, ckpt, state, model)
         if state.sweep >= spec["sweeps"]:
             (cdir / "done").write_text("ok\n")
-        stats = state.stats
+        stats = model.stats if model is not None and hasattr(model, "stats") else state.stats
         return {"chain": index, "sweep": state.sweep, "samples": store.count(),
                 "acceptance": (stats[:, 1] / np.maximum(stats[:, 0], 1)).tolist()}
     finally:
