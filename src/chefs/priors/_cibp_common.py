@@ -105,7 +105,7 @@ class LayeredPrior:
     skip = False  # ECIBP: units may connect to any lower layer
     name = "layered"
 
-    def __init__(self, alpha=1.0, beta=1.0, alpha_bounds=(0.05, 2.0), beta_bounds=(0.05, 2.0),
+    def __init__(self, alpha=1.0, beta=1.0, alpha_bounds=(0.01, 5.0), beta_bounds=(0.01, 5.0),
                  max_layers: int = 50):
         if int(max_layers) != max_layers or not 1 <= max_layers <= 50:
             raise ValueError(f"max_layers must be an integer in 1..50, got {max_layers}")
