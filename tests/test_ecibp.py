@@ -139,7 +139,7 @@ def test_edge_candidates_include_higher_layers():
     s = prior.state_from_dag(g)
     assert prior.edge_candidates(s, 0) == [3, 4]  # u2 is a singleton parent one layer up
     assert prior.edge_candidates(s, 1) == [2, 3, 4]
-    assert prior.edge_candidates(s, 2) == [3]     # u4's only layer-1 child is u2
+    assert prior.edge_candidates(s, 2) == []      # u2 is the only layer-1 child of both u3 and u4
     # P(Z = 1 | rest) = eta_{-i} / (N_l + beta - 1): u3 over 1 with N_2 = 3 units below
     assert prior.edge_prior_prob(s, 3, 1) == pytest.approx(1 / (3 + 1.0 - 1))
     assert prior.edge_prior_prob(s, 4, 0) == pytest.approx(1 / 3)
