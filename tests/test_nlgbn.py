@@ -87,3 +87,17 @@ def test_geweke_negative_control_structure_moves_ignore_likelihood(monkeypatch):
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
     zs = geweke_test(make_model(**SENSITIVE), config, 4000, 4000, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+@pytest.mark.parametrize("name", ["cibp"])
+def test_geweke_with_layered_structure_priors(name):
+    """The same NLGBN sampler with the CIBP / ECIBP moves (hyperparameters fixed)."""
+    from chefs.mcmc.run import make_structure_prior
+
+    prior = make_structure_prior({"name": name, "alpha": 1.0, "beta": 1.0})
+    model = make_model(**SENSITIVE, structure_prior=prior)
+    model.update_prior_hyper = False
+    config = ChainConfig(1, 0.0, weights=(1, 1, 0, 0))
+    zs = geweke_test(model, config, 3000, 3000, np.random.default_rng(4), draw_state=lambda r: prior.state_from_dag(
+        prior.sample(r, 1)), **GW)
+    assert max(abs(z) for z in zs.values()) < Z, zs

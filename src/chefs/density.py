@@ -168,8 +168,8 @@ class BeliefNetwork:
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0, inputs=()):
-        if prior not in ("icp",):
-            raise ValueError(f"unknown prior {prior!r} (available: icp)")
+        if prior not in ("icp", "cibp", "ecibp"):
+            raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
         self.sweeps, self.burn_in, self.thin, self.chains, self.seed = sweeps, burn_in, thin, chains, seed
         self.alpha, self.gamma, self.phi = alpha, gamma, phi
@@ -188,11 +188,17 @@ class BeliefNetwork:
         bad = [j for j in self.inputs if not 0 <= j < D]
         if bad or len(self.inputs) >= D:
             raise ValueError(f"inputs must be column indices in [0, {D}) leaving at least one output, got {self.inputs}")
+        if self.prior != "icp" and self.inputs:
+            raise ValueError("inputs at theta = 1 need the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
         orders = [1.0 if j in self.inputs else 0.0 for j in range(D)]
+        layered = self.prior != "icp"
         config = ChainConfig(D, orders, self.alpha, self.gamma, self.phi,
-                             sample_hyper=("alpha", "gamma", "phi") if self.sample_hyper else ())
+                             sample_hyper=("alpha", "gamma", "phi") if self.sample_hyper and not layered else (),
+                             weights=(1.0, 1.0, 0.0, 0.0) if layered else (1.0, 1.0, 1.0, 1.0))
         out = self.out or tempfile.mkdtemp(prefix="chefs-fit-")
         model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries}
+        if layered:
+            model["structure_prior"] = {"name": self.prior}
         init = self._initial_graph(D)
         run = create_run(out, config, self.sweeps, self.burn_in, self.thin, self.chains, self.seed,
                          self.checkpoint_every, model=model, force=self.force, initial_graph=init)
@@ -218,6 +224,10 @@ class BeliefNetwork:
         from .priors.icp import ICP
 
         rng = np.random.default_rng([self.seed, 7919])
+        if self.prior != "icp":
+            from .mcmc.run import make_structure_prior
+
+            return make_structure_prior({"name": self.prior}).sample(rng, D, max_nodes=20 * (D + 50))
         alpha = 1.0
         gamma = self.init_hidden / (alpha * sum(1.0 / (alpha + r) for r in range(D)))
         orders = [1.0 if j in self.inputs else 0.0 for j in range(D)]

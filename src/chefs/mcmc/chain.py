@@ -272,7 +272,8 @@ def scalars(state: ChainState, model=None) -> dict:
     """Scalar trace values of a state."""
     g = state.graph
     h = state.hyper
-    log_prior = g.log_prior(h["alpha"], h["gamma"], h["phi"])
+    sp = getattr(model, "structure_prior", None)
+    log_prior = sp.log_prob_state(g) if sp is not None else g.log_prior(h["alpha"], h["gamma"], h["phi"])
     log_lik = 0.0 if model is None else float(model.log_likelihood(g))
     dag = g.to_dag()
     return {

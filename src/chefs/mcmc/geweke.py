@@ -41,16 +41,25 @@ def _functions(model, g: GraphState) -> dict:
 
 
 def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rng: np.random.Generator,
-                sweeps_between: int = 1, batches: int = 40, plant: int = 0) -> dict:
-    """Run both simulators; returns {function: z-score} (|z| large = failure)."""
-    prior = ICP(config.alpha, config.gamma, config.phi)
+                sweeps_between: int = 1, batches: int = 40, plant: int = 0, draw_state=None) -> dict:
+    """Run both simulators; returns {function: z-score} (|z| large = failure).
+
+    ``draw_state(rng) -> GraphState`` draws a structure from the prior (default:
+    the ICP of ``config`` through the chefs process).
+    """
+    if draw_state is None:
+        prior = ICP(config.alpha, config.gamma, config.phi)
+
+        def draw_state(rng):
+            return GraphState.from_dag(prior.sample(rng, config.num_observed, observed_order=config.observed_order))
+
     fwd: dict[str, list] = {}
     for _ in range(int(num_forward)):
-        g = GraphState.from_dag(prior.sample(rng, config.num_observed, observed_order=config.observed_order))
+        g = draw_state(rng)
         model.forward(rng, g)
         for k, v in _functions(model, g).items():
             fwd.setdefault(k, []).append(v)
-    g = GraphState.from_dag(prior.sample(rng, config.num_observed, observed_order=config.observed_order))
+    g = draw_state(rng)
     model.forward(rng, g)
     state = ChainState(g, {"alpha": config.alpha, "gamma": config.gamma, "phi": config.phi}, rng)
     chain: dict[str, list] = {}

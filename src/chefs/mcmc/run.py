@@ -51,8 +51,25 @@ def make_model(spec: dict | None, run_dir=None, state=None):
 
         data = np.load(Path(run_dir) / spec["data"], allow_pickle=False)
         return NLGBN(data, state.graph.capacity, state.rng, num_tries=spec.get("num_tries", 4),
-                     structure_moves=spec.get("structure_moves"))
+                     structure_moves=spec.get("structure_moves"),
+                     structure_prior=make_structure_prior(spec.get("structure_prior")))
     raise ValueError(f"unknown model {spec.get('name')!r}")
+
+
+def make_structure_prior(spec: dict | None):
+    """None for the ICP, or a CIBP / ECIBP prior object from its JSON spec."""
+    if spec is None or spec.get("name", "icp") == "icp":
+        return None
+    kw = {k: v for k, v in spec.items() if k != "name"}
+    if spec["name"] == "cibp":
+        from ..priors.cibp import CIBP
+
+        return CIBP(**kw)
+    if spec["name"] == "ecibp":
+        from ..priors.ecibp import ECIBP
+
+        return ECIBP(**kw)
+    raise ValueError(f"unknown structure prior {spec['name']!r} (icp, cibp, ecibp)")
 
 
 def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: int = 1, chains: int = 1,
@@ -134,7 +151,14 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
     else:
         rng = chain_seed(spec["seed"], spec["chains"], index)
         init = DAG.from_dict(spec["initial_graph"]) if spec.get("initial_graph") else None
-        state = init_state(config, rng, init)
+        sp = make_structure_prior((spec.get("model") or {}).get("structure_prior"))
+        if sp is not None:  # layered priors: hidden units of a layer share their order value
+            g0 = init if init is not None else DAG(np.zeros(config.num_observed), np.ones(config.num_observed, bool),
+                                                   fixed=np.ones(config.num_observed, bool))
+            state = ChainState(sp.state_from_dag(g0), {"alpha": config.alpha, "gamma": config.gamma,
+                                                        "phi": config.phi}, rng)
+        else:
+            state = init_state(config, rng, init)
         model = make_model(spec.get("model"), run_dir, state)
         if model is not None and hasattr(model, "init_from_state"):
             model.init_from_state(state.graph, state.rng)

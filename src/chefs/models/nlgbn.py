@@ -72,7 +72,7 @@ class NLGBN:
 
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
-                 bias_var: float = 1.0):
+                 bias_var: float = 1.0, structure_prior=None):
         data = np.asarray(data, dtype=float)
         if data.ndim != 2 or data.shape[0] < 2:
             raise ValueError("NLGBN data must be a 2-D array with at least two rows")
@@ -82,6 +82,11 @@ class NLGBN:
         self.num_tries = int(num_tries)
         self.rho_prior = (float(rho_prior[0]), float(rho_prior[1]))
         self.weight_var, self.bias_var = float(weight_var), float(bias_var)
+        # None: the ICP (numba kernels of chefs.mcmc); otherwise an object with the
+        # prior-move API of chefs.priors.cibp (edge_candidates, edge_prior_prob,
+        # propose_birth_death, undo, update_hyper)
+        self.structure_prior = structure_prior
+        self.update_prior_hyper = True
         self.structure_moves = int(structure_moves) if structure_moves else max(10, 2 * self.D)
         cap = int(capacity)
         self.b = np.zeros(cap)
@@ -290,11 +295,74 @@ class NLGBN:
             else:
                 kern.undo_depth(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, k, i)
 
+    # ------------------------------------------- other structure priors
+    def edge_pass_prior(self, rng, state) -> None:
+        """Collapsed edge Gibbs with the conditionals of ``structure_prior``."""
+        prior = self.structure_prior
+        for i in np.flatnonzero(state.alive).tolist():
+            changed = False
+            for k in prior.edge_candidates(state, i):
+                p1 = prior.edge_prior_prob(state, k, i)
+                cur = bool(state.Z[k, i])
+                gain, mean, var = _kern.collapsed(self.U, self.Y, self.MU, self.W, self.rho, k, i, cur, self.weight_var)
+                if p1 <= 0.0 or p1 >= 1.0:
+                    new = p1 >= 1.0
+                else:
+                    logit = math.log(p1) - math.log1p(-p1) + gain
+                    new = rng.random() < (1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0)
+                w_old = self.W[k, i] if cur else 0.0
+                w_new = mean + math.sqrt(var) * rng.normal() if new else 0.0
+                self.MU[i] += (w_new - w_old) * self.U[k]
+                self.W[k, i] = w_new
+                if new != cur:
+                    kern.apply_set_edge(state.Z, state.m, state.npar, k, i, new)
+                    changed = True
+            self.stats[0, 0] += 1
+            self.stats[0, 1] += int(changed)
+
+    def birth_death_prior(self, rng, state) -> None:
+        prior = self.structure_prior
+        state.ensure_capacity(4)
+        self.match_capacity(state)
+        kind, lr, tok = prior.propose_birth_death(rng, state)
+        if kind == 0:
+            return
+        self.stats[1, 0] += 1
+        i = tok.child
+        if kind == 1:
+            h = tok.born[0]
+            self._propose_new_unit(rng, state, h)
+            r0 = self.Y[i] - self.MU[i]
+            gain, mean, var = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
+            if math.log(rng.random()) < lr + gain:
+                self.W[h, i] = mean + math.sqrt(var) * rng.normal()
+                self.MU[i] = self.Y[i] - r0 + self.W[h, i] * self.U[h]
+                self.stats[1, 1] += 1
+            else:
+                prior.undo(state, tok)
+        else:
+            h = tok.removed[0]
+            r0 = self.Y[i] - self.MU[i] + self.W[h, i] * self.U[h]
+            gain, _, _ = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
+            if math.log(rng.random()) < lr - gain:
+                self.W[h, i] = 0.0
+                self.MU[i] = self.Y[i] - r0
+                self.stats[1, 1] += 1
+            else:
+                prior.undo(state, tok)
+
     def sweep(self, rng, state, config, hyper) -> None:
         """One full sweep (see the module docstring)."""
         self.match_capacity(state)
         self.update_activations(rng, state)
         self.update_parameters(rng, state, self.rho_prior)
+        if self.structure_prior is not None:
+            self.edge_pass_prior(rng, state)
+            for _ in range(self.structure_moves):
+                self.birth_death_prior(rng, state)
+            if self.update_prior_hyper:
+                self.structure_prior.update_hyper(rng, state)
+            return
         self.edge_pass(rng, state, hyper)
         w = np.asarray(config.weights, float)
         for _ in range(self.structure_moves):
@@ -347,8 +415,11 @@ class NLGBN:
         import os
 
         tmp = str(path) + ".tmp.npz"
+        extra = {}
+        if self.structure_prior is not None:
+            extra = {"prior_alpha": self.structure_prior.alpha, "prior_beta": self.structure_prior.beta}
         with open(tmp, "wb") as fh:
-            np.savez(fh, **{k: getattr(self, k) for k in self.ARRAYS})
+            np.savez(fh, **{k: getattr(self, k) for k in self.ARRAYS}, **extra)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -357,6 +428,9 @@ class NLGBN:
         with np.load(path, allow_pickle=False) as z:
             for k in self.ARRAYS:
                 setattr(self, k, np.array(z[k]))
+            if self.structure_prior is not None and "prior_alpha" in z:
+                self.structure_prior.alpha = np.array(z["prior_alpha"])
+                self.structure_prior.beta = np.array(z["prior_beta"])
 
     # ------------------------------------------------------------- output
     def snapshot(self, state) -> dict:
