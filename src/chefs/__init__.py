@@ -5,7 +5,7 @@ from .graph import DAG, read_jsonl, write_jsonl
 from .priors.icp import ICP
 
 __version__ = "0.1.0"
-__all__ = ["DAG", "ICP", "BeliefNetwork", "OutTree", "read_jsonl", "write_jsonl", "__version__"]
+__all__ = ["DAG", "ICP", "CIBP", "ECIBP", "BeliefNetwork", "OutTree", "read_jsonl", "write_jsonl", "__version__"]
 
 
 def __getattr__(name):  # lazy: keep `import chefs` light
@@ -13,6 +13,10 @@ def __getattr__(name):  # lazy: keep `import chefs` light
         from .density import BeliefNetwork
 
         return BeliefNetwork
+    if name in ("CIBP", "ECIBP"):
+        from . import priors
+
+        return getattr(priors, name)
     if name == "OutTree":
         from .outtree import OutTree
 
