@@ -175,27 +175,8 @@ def birth_delta(theta, alive, m, K, lay, alpha, beta, skip, plant):
     return d
 
 
-@njit(cache=CACHE)
-def singleton_orphans(obs, alive, Z, m, npar, i, out):
-    """Hidden parents of i whose only child is i and which have no parent."""
-    n = 0
-    for k in range(alive.shape[0]):
-        if alive[k] and not obs[k] and Z[k, i] and m[k] == 1 and npar[k] == 0:
-            out[n] = k
-            n += 1
-    return n
-
-
-@njit(cache=CACHE)
-def pick_alive(rng, alive):
-    Kp = mk.num_alive(alive)
-    r = rng.integers(0, Kp)
-    for k in range(alive.shape[0]):
-        if alive[k]:
-            if r == 0:
-                return k, Kp
-            r -= 1
-    return -1, Kp
+pick_alive = mk.pick_alive  # shared with the ICP kernels
+singleton_orphans = mk.singleton_orphan_parents  # (theta, obs, alive, Z, m, npar, i, out)
 
 
 @njit(cache=CACHE)
@@ -218,7 +199,7 @@ def propose_birth_death(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha
         if lay > max_layer:
             return 0, 0.0, -1, i
         widths(theta, alive, K)
-        n_so = singleton_orphans(obs, alive, Z, m, npar, i, cand) + 1
+        n_so = singleton_orphans(theta, obs, alive, Z, m, npar, i, cand) + 1
         d = birth_delta(theta, alive, m, K, lay, alpha, beta, skip, plant)
         log_h = math.log(Kp) - math.log(Kp + 1.0) + math.log(K[lay] + 1.0)
         if plant != PLANT_HASTINGS_NSO:
@@ -227,7 +208,7 @@ def propose_birth_death(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha
         mk.apply_add_node(theta, obs, fixed, alive, tie, m, npar, a, h, theta_of(lay))
         mk.apply_set_edge(Z, m, npar, h, i, True)
         return 1, d + log_h, h, i
-    n_so = singleton_orphans(obs, alive, Z, m, npar, i, cand)
+    n_so = singleton_orphans(theta, obs, alive, Z, m, npar, i, cand)
     if n_so == 0:
         return 0, 0.0, -1, i
     h = cand[rng.integers(0, n_so)]
