@@ -15,6 +15,7 @@ def register(sub) -> None:
     f.add_argument("--data", required=True, help="a data set name (chefs data list) or a CSV file of numbers")
     f.add_argument("--data-dir", default=None, help="directory with the UCI/R files (default: $CHEFS_DATA)")
     f.add_argument("--split-seed", type=nonneg_int, default=0, help="seed of the train/test split")
+    f.add_argument("--prior", choices=["icp", "cibp", "ecibp"], default="icp", help="structure prior")
     f.add_argument("--sweeps", type=positive_int, default=600)
     f.add_argument("--burn-in", type=nonneg_int, default=300)
     f.add_argument("--thin", type=positive_int, default=5)
@@ -68,7 +69,7 @@ def cmd_fit(args) -> int:
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it")
-    net = BeliefNetwork(sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains,
+    net = BeliefNetwork(prior=args.prior, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains,
                         seed=args.seed, alpha=args.alpha, gamma=args.gamma, phi=args.phi,
                         sample_hyper=not args.fixed_hyper, out=out, force=args.force,
                         progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
