@@ -91,5 +91,5 @@ def test_cli_fit_fantasy_plot(tmp_path, capsys):
     assert main(["plot", str(run)]) == 0
     assert (run / "plots" / "fantasy.png").exists() and (run / "plots" / "posterior_dag.png").exists()
     assert main(["fit", "--data", "no-such-set", "--out", str(tmp_path / "x")]) == 2
-    assert main(["fit", "--data", "ring", "--prior", "cibp", "--sweeps", "8", "--burn-in", "4", "--no-progress",
+    assert main(["fit", "--data", "ring", "--prior", "cibp", "--sweeps", "8", "--burn-in", "4", "--thin", "2", "--no-progress",
                  "--out", str(tmp_path / "cibp")]) == 0
