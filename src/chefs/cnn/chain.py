@@ -63,7 +63,12 @@ class ChainConfig:
         Start at X -> Y (default, as the paper's chains), at X, Y without
         edges, or at a draw from the ICP prior (expensive with gamma = 20).
     toggle_weight : float
-        Probability of an edge toggle (else a node birth/death).
+        With ``proposal="toggle"``: probability of an edge toggle (else a node birth/death).
+    proposal : {"rjmcmc", "toggle"}
+        "rjmcmc" (default): the ICP's reversible-jump moves (edge flips,
+        birth/death of singleton orphans, order moves, depth moves) through
+        :class:`chefs.mcmc.proposal.RJMCMCProposal`; "toggle": the edge-toggle
+        and node-on-edge birth/death proposals of :mod:`chefs.cnn.proposals`.
     refresh : bool
         When a proposal is trained (``train.warm_steps`` from the current
         weights), also train the current network the same number of steps
@@ -88,6 +93,7 @@ class ChainConfig:
     thin: int = 1
     init: str = "bare"
     toggle_weight: float = 0.5
+    proposal: str = "rjmcmc"
     refresh: bool = True
     max_seconds: float | None = None
     train: "object" = None  # TrainConfig; None -> TrainConfig()
@@ -115,6 +121,8 @@ class ChainConfig:
             raise ValueError(f"max_seconds must be a positive number or None, got {self.max_seconds!r}")
         if not 0.0 < float(self.toggle_weight) < 1.0:
             raise ValueError(f"toggle_weight must lie strictly between 0 and 1, got {self.toggle_weight}")
+        if self.proposal not in ("rjmcmc", "toggle"):
+            raise ValueError(f"proposal must be 'rjmcmc' or 'toggle', got {self.proposal!r}")
 
     def icp(self) -> ICP:
         return ICP(self.alpha, self.gamma, self.phi)
@@ -277,7 +285,13 @@ def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_see
     ev_rng = np.random.default_rng(evidence_seed if evidence_seed is not None else 0)
     prior = config.icp()
     ev = Evaluator(data, config.train, config.shape_rule(), evidence_rng=ev_rng)
-    proposal = proposal if proposal is not None else default_proposal(prior, config.toggle_weight)
+    if proposal is None:
+        if config.proposal == "rjmcmc":
+            from ..mcmc.proposal import RJMCMCProposal
+
+            proposal = RJMCMCProposal(prior)
+        else:
+            proposal = default_proposal(prior, config.toggle_weight)
     counters = {"steps": 0, "fits": 0, "warm": 0}
 
     def fit(dag, r, warm):

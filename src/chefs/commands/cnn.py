@@ -81,6 +81,8 @@ def register(subparsers) -> None:
                    help="product: N0*2^b channels; printed: 2^b+N0 as eq. 18 prints (default %(default)s)")
     s.add_argument("--init", choices=("bare", "empty", "prior"), default="bare",
                    help="initial graph: X->Y (default), X and Y without edges, or a prior draw")
+    s.add_argument("--proposal", choices=("rjmcmc", "toggle"), default="rjmcmc",
+                   help="structure moves: the ICP's RJMCMC moves (default) or edge toggles + node births on edges")
     s.add_argument("--toggle-weight", type=_unit_interval, default=0.5,
                    help="probability of an edge-toggle move, else birth/death (default %(default)s)")
     s.add_argument("--no-refresh", dest="refresh", action="store_false",
@@ -124,6 +126,7 @@ def _cmd_sample(args) -> int:
     cfg = ChainConfig(alpha=args.alpha, gamma=args.gamma, phi=args.phi, n_bins=args.bins,
                       base_channels=args.channels, channel_rule=args.channel_rule, samples=args.samples,
                       burn_in=args.burn_in, thin=args.thin, init=args.init, toggle_weight=args.toggle_weight,
+                      proposal=args.proposal,
                       refresh=args.refresh, max_seconds=args.max_seconds, train=train)
     t0 = time.perf_counter()
 

@@ -1,0 +1,52 @@
+"""RJMCMCProposal (the RJMCMC moves as an MH proposal on whole graphs, used by
+the CNN sampler): with a flat likelihood the MH chain reproduces chefs-process
+draws, in the CNN's setting (input at theta = 1, output at 0); a planted
+error in the edge-flip ratio is caught."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from chefs import DAG, ICP
+from chefs.mcmc.proposal import RJMCMCProposal
+
+from .stats import Z
+from .test_mcmc_moves import _stats, compare_chain_with_draws
+
+
+def mh_chain(prop, prior, steps, seed, thin=5, flip_bias=0.0):
+    rng = np.random.default_rng(seed)
+    d = DAG([1.0, 0.0], [True, True], [0], [1], fixed=[True, True])
+    rows = []
+    for s in range(steps):
+        new, lr = prop(rng, d)
+        if prop.last_name == "edge":
+            lr += flip_bias
+        if lr >= 0 or math.log(rng.random()) < lr:
+            d = new
+        if s % thin == 0:
+            rows.append(_stats(d))
+    return {k: np.array([r[k] for r in rows]) for k in rows[0]}
+
+
+@pytest.mark.parametrize("bias", [0.0, 1.0], ids=["correct", "planted-flip-ratio"])
+def test_mh_with_rjmcmc_proposal_samples_the_prior(bias):
+    prior = ICP(1.0, 1.5, 1.0)
+    chain = mh_chain(RJMCMCProposal(prior), prior, 40000, 3, flip_bias=bias)
+    rng = np.random.default_rng(4)
+    draws = [_stats(prior.sample(rng, 2, observed_order=[1.0, 0.0])) for _ in range(4000)]
+    draws = {k: np.array([d[k] for d in draws]) for k in draws[0]}
+    zs = compare_chain_with_draws(chain, draws)
+    worst = max(abs(v) for v in zs.values())
+    if bias == 0.0:
+        assert worst < Z, zs
+    else:
+        assert worst > Z, zs
+
+
+def test_rejects_non_icp():
+    with pytest.raises(ValueError):
+        RJMCMCProposal("icp")
