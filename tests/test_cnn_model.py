@@ -236,3 +236,13 @@ def test_chain_time_budget_keeps_what_was_recorded(digits):
     cfg = ChainConfig(samples=50, max_seconds=1e-6, train=TrainConfig(steps=5, warm_steps=2, batch_size=30))
     res = run_chain(0, digits, cfg, seed=1)
     assert len(res.records) == 1 and len(res.infos) == 1
+
+
+def test_chains_on_a_dask_cluster_match_serial(digits):
+    distributed = pytest.importorskip("distributed")
+    cfg = ChainConfig(samples=2, train=TrainConfig(steps=10, warm_steps=3, batch_size=30))
+    ref = run_chains(digits, cfg, 2, seed=5, executor="serial")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cl:
+        got = run_chains(digits, cfg, 2, seed=5, scheduler=cl.scheduler_address)
+    for ra, rb in zip(ref, got):
+        assert [r["theta"] for r in ra.records] == [r["theta"] for r in rb.records]

@@ -342,14 +342,17 @@ def _worker(args):
 
 
 def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, executor: str = "process",
-               workers: int | None = None, on_done: Callable[[ChainResult], None] | None = None) -> list:
+               workers: int | None = None, on_done: Callable[[ChainResult], None] | None = None,
+               scheduler: str | None = None) -> list:
     """Run ``chains`` independent chains, in parallel through ``concurrent.futures``.
 
     Seeds: ``SeedSequence(seed).spawn(1 + chains)``; child 0 picks the fixed
     evidence subset (the same for every chain), child ``1 + c`` drives chain
     ``c``. ``executor`` is ``"process"`` (default; spawn start method, safe
     with torch and CUDA), ``"thread"`` or ``"serial"``. Results come back
-    ordered by chain.
+    ordered by chain. ``scheduler`` (a Dask scheduler address) runs the chains
+    on that cluster through the same executor interface (``make_executor`` of
+    :mod:`chefs.mcmc.run`), whatever ``executor`` says.
     """
     if isinstance(chains, bool) or int(chains) != chains or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
@@ -363,14 +366,19 @@ def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, execu
     ev_seed, *chain_seeds = ss.spawn(1 + int(chains))
     jobs = [(c, data, config, chain_seeds[c], ev_seed) for c in range(int(chains))]
     results = []
-    if executor == "serial":
+    if executor == "serial" and not scheduler:
         for job in jobs:
             r = _worker(job)
             if on_done:
                 on_done(r)
             results.append(r)
     else:
-        if executor == "process":
+        client = None
+        if scheduler:
+            from ..mcmc.run import make_executor
+
+            pool, client = make_executor(int(workers), scheduler)
+        elif executor == "process":
             import multiprocessing as mp
 
             pool: Executor = ProcessPoolExecutor(max_workers=int(workers), mp_context=mp.get_context("spawn"))
@@ -385,4 +393,6 @@ def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, execu
                 if on_done:
                     on_done(r)
                 results.append(r)
+        if client is not None:
+            client.close()
     return sorted(results, key=lambda r: r.chain)

@@ -94,6 +94,7 @@ def register(subparsers) -> None:
     s.add_argument("--executor", choices=("process", "thread", "serial"), default="process",
                    help="how chains run in parallel (default %(default)s)")
     s.add_argument("--workers", type=positive_int, default=None, help="parallel workers (default: min(chains, CPUs))")
+    s.add_argument("--scheduler", default=None, help="Dask scheduler address: run the chains on that cluster")
     s.add_argument("--threads", type=nonneg_int, default=1, help="torch threads per worker (default 1; 0 = torch's choice)")
     s.add_argument("--seed", type=nonneg_int, default=0, help="seed of the data split and of all chains (default 0)")
     s.add_argument("--out", required=True, metavar="RUN", help="run directory to create")
@@ -141,6 +142,7 @@ def _cmd_sample(args) -> int:
                   f"{last['num_nodes']} reachable nodes", file=sys.stderr)
 
     results = run_chains(data, cfg, args.chains, args.seed, executor=args.executor, workers=args.workers,
+                         scheduler=args.scheduler,
                          on_done=done)
     config = {
         "command": "chefs cnn sample", "seed": args.seed, "chains": args.chains, "executor": args.executor,
