@@ -25,7 +25,7 @@ from scipy.special import expit, logsumexp
 from .mcmc.chain import ChainConfig
 from .mcmc.run import create_run, load_spec, run_chains
 
-MARGIN = 0.2
+MARGIN = 0.3
 
 
 @dataclass

@@ -99,8 +99,11 @@ def fit_network(prior, train, test, n, rng, settings, out):
                         seed=int(rng.integers(2**31)), out=out, force=True, progress=False, checkpoint_every=30.0)
     net.fit(train)
     fantasy = net.sample(n, rng=rng)
-    ll = float(np.mean(net.score_samples(test, num_is=32, max_samples=20)))
-    return fantasy, ll
+    lp = net.score_samples(test, num_is=32, max_samples=20)
+    outside = int(np.sum(~np.isfinite(lp)))
+    ll = float(np.mean(lp[np.isfinite(lp)])) if outside < lp.size else -math.inf
+    note = f"{outside} of {lp.size} test points outside the support (excluded from the mean)" if outside else ""
+    return fantasy, ll, note
 
 
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print) -> Path:
@@ -148,8 +151,8 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
                             if train.shape[0] > settings["outtree_max"]:
                                 note = f"fitted on {settings['outtree_max']} training points"
                         else:
-                            fantasy, ll = fit_network(model, train, test, n, rng, settings,
-                                                      out / "runs" / f"{ds}-{model}-{seed}")
+                            fantasy, ll, note = fit_network(model, train, test, n, rng, settings,
+                                                            out / "runs" / f"{ds}-{model}-{seed}")
                     except (ValueError, ImportError, NotImplementedError) as err:
                         log(f"  {ds} {model}: skipped ({err})")
                         continue
