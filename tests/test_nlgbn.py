@@ -101,3 +101,18 @@ def test_geweke_with_layered_structure_priors(name):
     zs = geweke_test(model, config, 3000, 3000, np.random.default_rng(4), draw_state=lambda r: prior.state_from_dag(
         prior.sample(r, 1)), **GW)
     assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+@pytest.mark.slow
+def test_geweke_ecibp_long():
+    """ECIBP path: its skip edges mix slowly; with 4 sweeps between data refreshes
+    and 6000 draws each side the z-scores are small (|z| <= 1.8 at seed 4)."""
+    from chefs.mcmc.run import make_structure_prior
+
+    prior = make_structure_prior({"name": "ecibp", "alpha": 1.0, "beta": 1.0})
+    model = make_model(structure_prior=prior)
+    model.update_prior_hyper = False
+    config = ChainConfig(1, 0.0, weights=(1, 1, 0, 0))
+    zs = geweke_test(model, config, 6000, 6000, np.random.default_rng(4), sweeps_between=4, batches=20,
+                     draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)))
+    assert max(abs(z) for z in zs.values()) < Z, zs
