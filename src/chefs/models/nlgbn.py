@@ -225,8 +225,14 @@ class NLGBN:
         cand = np.empty(state.capacity, dtype=np.int64)
         kind, lr, h, i = kern.propose_birth_death(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, cand,
                                                   hyper["alpha"], hyper["gamma"], hyper["phi"], 0)
-        if kind == 0:
-            return
+        if kind != 0:
+            self._accept_birth_death(rng, state, kind, lr, h, i, lambda: kern.undo_birth_death(
+                theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, i))
+
+    def _accept_birth_death(self, rng, state, kind, lr, h, i, undo) -> None:
+        """Likelihood side of a tentatively applied birth (kind 1) or death (2) of
+        h, the only parent-less parent of i: new unit from its prior, W_hi
+        collapsed (derivations §3.2); ``undo()`` reverts the structure."""
         self.stats[1, 0] += 1
         if kind == 1:
             self._propose_new_unit(rng, state, h)
@@ -237,7 +243,7 @@ class NLGBN:
                 self.MU[i] = self.Y[i] - r0 + self.W[h, i] * self.U[h]
                 self.stats[1, 1] += 1
             else:
-                kern.undo_birth_death(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, i)
+                undo()
         else:
             r0 = self.Y[i] - self.MU[i] + self.W[h, i] * self.U[h]
             gain, _, _ = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
@@ -246,7 +252,7 @@ class NLGBN:
                 self.MU[i] = self.Y[i] - r0
                 self.stats[1, 1] += 1
             else:
-                kern.undo_birth_death(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, i)
+                undo()
 
     def order_move(self, rng, state, hyper) -> None:
         theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
@@ -325,31 +331,9 @@ class NLGBN:
         state.ensure_capacity(4)
         self.match_capacity(state)
         kind, lr, tok = prior.propose_birth_death(rng, state)
-        if kind == 0:
-            return
-        self.stats[1, 0] += 1
-        i = tok.child
-        if kind == 1:
-            h = tok.born[0]
-            self._propose_new_unit(rng, state, h)
-            r0 = self.Y[i] - self.MU[i]
-            gain, mean, var = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
-            if math.log(rng.random()) < lr + gain:
-                self.W[h, i] = mean + math.sqrt(var) * rng.normal()
-                self.MU[i] = self.Y[i] - r0 + self.W[h, i] * self.U[h]
-                self.stats[1, 1] += 1
-            else:
-                prior.undo(state, tok)
-        else:
-            h = tok.removed[0]
-            r0 = self.Y[i] - self.MU[i] + self.W[h, i] * self.U[h]
-            gain, _, _ = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
-            if math.log(rng.random()) < lr - gain:
-                self.W[h, i] = 0.0
-                self.MU[i] = self.Y[i] - r0
-                self.stats[1, 1] += 1
-            else:
-                prior.undo(state, tok)
+        if kind != 0:
+            h = tok.born[0] if kind == 1 else tok.removed[0]
+            self._accept_birth_death(rng, state, kind, lr, h, tok.child, lambda: prior.undo(state, tok))
 
     def sweep(self, rng, state, config, hyper) -> None:
         """One full sweep (see the module docstring)."""
