@@ -173,10 +173,12 @@ def _model_moves(state: ChainState, model, weights: np.ndarray, num_steps: int, 
     alpha, gamma, phi = state.hyper["alpha"], state.hyper["gamma"], state.hyper["phi"]
     cum = np.cumsum(weights) / np.sum(weights)
     ll = model.log_likelihood(g)
+    cand = np.empty(0, dtype=np.int64)
     for _ in range(num_steps):
         g.ensure_capacity(4)
         theta, obs, fixed, alive, tie, Z, m, npar, a = g.arrays()
-        cand = np.empty(g.capacity, dtype=np.int64)
+        if cand.shape[0] != g.capacity:
+            cand = np.empty(g.capacity, dtype=np.int64)
         kind = kern.choose_kind(rng, cum)
         state.stats[kind, 0] += 1
         if kind == kern.EDGE:
