@@ -3,6 +3,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# property tests draw the same examples on every run (deterministic CI)
+settings.register_profile("chefs", derandomize=True, deadline=None, database=None)
+settings.load_profile("chefs")
 
 REPO = Path(__file__).resolve().parents[1]
 
