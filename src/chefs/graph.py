@@ -323,8 +323,3 @@ def write_jsonl(graphs: Iterable[DAG], path) -> int:
             n += 1
     return n
 
-
-def longest_path(theta: np.ndarray, parents: np.ndarray, children: np.ndarray) -> int:
-    """Depth of an edge list without building a :class:`DAG` (helper for samplers)."""
-    return DAG(theta, np.ones(len(theta), bool), parents, children, validate=False).depth()
-

@@ -174,6 +174,17 @@ def _model_moves(state: ChainState, model, weights: np.ndarray, num_steps: int, 
     cum = np.cumsum(weights) / np.sum(weights)
     ll = model.log_likelihood(g)
     cand = np.empty(0, dtype=np.int64)
+
+    def accept(kind, lr, undo) -> None:
+        """The shared MH step: prior + Hastings log-ratio plus the likelihood change."""
+        nonlocal ll
+        ll_new = model.log_likelihood(g)
+        if math.log(rng.random()) < lr + ll_new - ll:
+            ll = ll_new
+            state.stats[kind, 1] += 1
+        else:
+            undo()
+
     for _ in range(num_steps):
         g.ensure_capacity(4)
         theta, obs, fixed, alive, tie, Z, m, npar, a = g.arrays()
@@ -210,30 +221,15 @@ def _model_moves(state: ChainState, model, weights: np.ndarray, num_steps: int, 
             bd, lr, h, i = kern.propose_birth_death(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, cand,
                                                     alpha, gamma, phi, plant)
             if bd != 0:
-                ll_new = model.log_likelihood(g)
-                if math.log(rng.random()) < lr + ll_new - ll:
-                    ll = ll_new
-                    state.stats[kind, 1] += 1
-                else:
-                    kern.undo_birth_death(theta, obs, fixed, alive, tie, Z, m, npar, a, bd, h, i)
+                accept(kind, lr, lambda: kern.undo_birth_death(theta, obs, fixed, alive, tie, Z, m, npar, a, bd, h, i))
         elif kind == kern.ORDER:
             ok, lr, i, old = kern.propose_order(rng, theta, obs, fixed, alive, tie, Z, m, a, alpha, gamma, phi, plant)
             if ok:
-                ll_new = model.log_likelihood(g)
-                if math.log(rng.random()) < lr + ll_new - ll:
-                    ll = ll_new
-                    state.stats[kind, 1] += 1
-                else:
-                    kern.apply_move_node(theta, alive, a, i, old)
+                accept(kind, lr, lambda: kern.apply_move_node(theta, alive, a, i, old))
         else:
             dk, lr, h, k, i = kern.propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha, gamma, phi)
             if dk != 0:
-                ll_new = model.log_likelihood(g)
-                if math.log(rng.random()) < lr + ll_new - ll:
-                    ll = ll_new
-                    state.stats[kind, 1] += 1
-                else:
-                    kern.undo_depth(theta, obs, fixed, alive, tie, Z, m, npar, a, dk, h, k, i)
+                accept(kind, lr, lambda: kern.undo_depth(theta, obs, fixed, alive, tie, Z, m, npar, a, dk, h, k, i))
 
 
 def sweep(state: ChainState, config: ChainConfig, model=None, plant: int = 0) -> ChainState:

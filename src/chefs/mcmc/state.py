@@ -38,12 +38,13 @@ class GraphState:
 
     # ------------------------------------------------------------ building
     @classmethod
-    def from_dag(cls, dag: DAG, capacity: int | None = None) -> "GraphState":
+    def from_dag(cls, dag: DAG, capacity: int | None = None, allow_ties: bool = False) -> "GraphState":
         """Load a graph (observed nodes first, as in canonical form).
 
         Raises ``ValueError`` if a node with a free order shares its order value
         with another node (free orders are continuous; ties are only allowed
-        between fixed nodes).
+        between fixed nodes) unless ``allow_ties`` (layered priors, whose hidden
+        units of one layer share an order value).
         """
         g = dag.canonical()
         n = g.num_nodes
@@ -59,7 +60,7 @@ class GraphState:
         vals, inv, counts = np.unique(g.theta, return_inverse=True, return_counts=True)
         for k in range(n):
             if counts[inv[k]] > 1:
-                if not g.fixed[k]:
+                if not g.fixed[k] and not allow_ties:
                     raise ValueError(
                         f"node {k} has a free order equal to another node's ({g.theta[k]}); free orders must be distinct"
                     )

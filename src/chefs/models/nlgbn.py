@@ -162,10 +162,6 @@ class NLGBN:
         """log p(observed data | structure, parameters, hidden activations), in (0, 1) units."""
         return float(sum(self.node_loglik(i) for i in range(self.D)) + self.jacobian.sum())
 
-    def log_joint_hidden(self, state) -> float:
-        """log p(hidden activations | parents) summed over hidden units (pre-activation space)."""
-        return float(sum(self.node_loglik(i) for i in np.flatnonzero(state.alive & ~state.obs)))
-
     # -------------------------------------------------------- activations
     def update_activations(self, rng, state) -> None:
         """Multiple-try Metropolis for every hidden unit (numba kernel, per data point)."""

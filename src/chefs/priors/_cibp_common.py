@@ -315,18 +315,8 @@ class LayeredPrior:
         from ..mcmc.state import GraphState
 
         self.layers(graph)
-        g = graph.canonical()
-        n = g.num_nodes
-        cap = max(16, int(capacity or 0), 2 * n + 8)
-        s = GraphState(cap)
-        s.theta[:n] = g.theta
-        s.obs[:n] = g.observed
-        s.fixed[:n] = g.observed
-        s.alive[:n] = True
-        s.Z[g.parents, g.children] = True
-        for k in range(n):  # rank offset inside a block of equal order values
-            s.tie[k] = int(np.sum(g.theta[:k] == g.theta[k]))
-        s._recount()
+        s = GraphState.from_dag(graph, capacity, allow_ties=True)
+        s.fixed[s.obs] = True  # observed units stay in layer 0
         return s
 
     def _K(self):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.special import gammaln
@@ -142,9 +141,6 @@ class ICP:
         lp += (K - Kp) * math.log1p(inner_minus_one)
         return float(lp)
 
-    def log_prob_many(self, graphs: Sequence[DAG], finite_K: int | None = None) -> np.ndarray:
-        return np.array([self.log_prob(g, finite_K) for g in graphs])
-
     # ------------------------------------------------------------- samplers
     def sample(
         self,
@@ -207,13 +203,6 @@ class ICP:
 
     def sample_many(self, rng, num: int, num_observed: int, **kw) -> list[DAG]:
         return [self.sample(rng, num_observed, **kw) for _ in range(int(num))]
-
-    # ---------------------------------------------------------- conditionals
-    def edge_prob(self, m_other: int, a: int, is_observed: bool) -> float:
-        """P(Z_ki = 1 | rest) for a parent k that stays active either way (eq. 13):
-        (m_k^{-i} + phi I_O) / (alpha + a_k - 1 + phi I_O)."""
-        w = self.phi if is_observed else 0.0
-        return (m_other + w) / (self.alpha + a - 1 + w)
 
     def expected_hidden_ibp(self, num_observed: int) -> float:
         """E[H] in the IBP special case: gamma * sum_{r<D} alpha / (alpha + r)."""
