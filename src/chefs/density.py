@@ -327,3 +327,22 @@ class BeliefNetwork:
 
     def score(self, X) -> float:
         return float(np.mean(self.score_samples(X)))
+
+    def predict_missing(self, X, mask, num_sweeps: int = 60, burn_in: int | None = None, rng=0,
+                        max_samples: int | None = 50, num_tries: int = 4, progress: bool = False) -> np.ndarray:
+        """Posterior-predictive mean of the missing entries of ``X`` given its observed ones.
+
+        ``mask`` is a boolean array of X's shape, **True = missing**; X's values at
+        missing entries are ignored (NaN is fine there), observed entries must be
+        finite, inside the model's support, and are returned unchanged. For each of
+        up to ``max_samples`` posterior samples (evenly spaced) a Gibbs sampler over
+        (hidden activations, missing values) runs ``num_sweeps`` sweeps (the first
+        ``burn_in``, default num_sweeps // 5, discarded); the result averages
+        E[x_miss | hidden, sample] over sweeps and samples. Input columns of a
+        conditional model cannot be missing. See :mod:`chefs.impute` and
+        docs/derivations-reconstruct.md.
+        """
+        from .impute import predict_missing
+
+        return predict_missing(self, X, mask, num_sweeps=num_sweeps, burn_in=burn_in, rng=rng,
+                               max_samples=max_samples, num_tries=num_tries, progress=progress)
