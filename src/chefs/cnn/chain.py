@@ -23,6 +23,7 @@ import os
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
@@ -243,10 +244,15 @@ def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, p
 
 
 def sample(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, prior: ICP,
-           iterations: int, refresh: bool = False) -> Iterator[tuple[ChainState, StepInfo]]:
-    """Generator of ``(state, info)`` after each of ``iterations`` MH steps."""
-    next_id = state.net_id + 1
-    for it in range(1, int(iterations) + 1):
+           iterations: int, refresh: bool = False, start: int = 0,
+           next_id: int | None = None) -> Iterator[tuple[ChainState, StepInfo]]:
+    """Generator of ``(state, info)`` after each MH step ``start + 1, ..., iterations``.
+
+    ``start`` and ``next_id`` continue a chain stopped after iteration
+    ``start`` (a resume); by default ``next_id = state.net_id + 1``.
+    """
+    next_id = state.net_id + 1 if next_id is None else int(next_id)
+    for it in range(int(start) + 1, int(iterations) + 1):
         state, info = mh_step(rng, state, proposal, fit, prior, it, next_id, refresh)
         next_id += 2  # at most two new networks per step (refreshed current, proposal)
         yield state, info
@@ -261,7 +267,8 @@ def _initial_graph(config: ChainConfig, rng) -> DAG:
 
 
 def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_seed=None,
-              proposal=None, progress: Callable[[str], None] | None = None) -> ChainResult:
+              proposal=None, progress: Callable[[str], None] | None = None,
+              checkpoint=None, should_stop: Callable[[], bool] | None = None) -> ChainResult:
     """Run one chain and collect its records (top-level API; runs in a worker).
 
     Parameters
@@ -277,7 +284,18 @@ def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_see
         Seeds the choice of the fixed evidence subset (shared by all chains).
     proposal : callable, optional
         Default :func:`chefs.cnn.proposals.default_proposal`.
+    checkpoint : str or Path, optional
+        Directory of this chain's progress (:class:`chefs.cnn.store.ChainCheckpoint`).
+        If it holds a committed state, the chain continues from it (graph,
+        weights, evidence, network ids, cost counters, records, and the
+        generator state, so the continuation draws the same numbers as an
+        uninterrupted run); otherwise it starts afresh. Progress is committed
+        after every iteration. ``config.samples`` may exceed the stored run's:
+        the chain then runs on to the new total.
+    should_stop : callable, optional
+        Checked after every iteration; True stops the chain (progress kept).
     """
+    from .store import ChainCheckpoint
     from .train import Evaluator
 
     t0 = time.perf_counter()
@@ -301,15 +319,31 @@ def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_see
         counters["warm"] += int(res.warm)
         return res
 
-    state = init_state(_initial_graph(config, rng), prior, fit, rng)
-    networks: dict = {}
-    records: list = []
-    infos: list = []
+    ck = ChainCheckpoint(checkpoint) if checkpoint is not None else None
+    saved = ck.load() if ck is not None else None
+    if saved is None:
+        state = init_state(_initial_graph(config, rng), prior, fit, rng)
+        start, next_id, wall_before = 0, state.net_id + 1, 0.0
+        networks: dict = {}
+        records: list = []
+        infos: list = []
+        if ck is not None:
+            ck.commit(0, state, next_id, rng.bit_generator.state, counters, 0, 0, time.perf_counter() - t0)
+    else:
+        rng.bit_generator.state = saved["rng_state"]
+        dag = DAG.from_dict(saved["dag"])
+        state = ChainState(dag, network_key(dag), saved["log_prior"], saved["log_evidence"],
+                           saved["weights"], int(saved["net_id"]))
+        start, next_id, wall_before = int(saved["iteration"]), int(saved["next_id"]), saved["wall_seconds"]
+        counters.update(saved["counters"])
+        networks, records, infos = saved["networks"], saved["records"], saved["infos"]
 
     def record(it, st, info):
         if st.net_id not in networks:
             net = ev.build(st.dag, init=st.weights)
             networks[st.net_id] = {"weights": st.weights, "test_proba": ev.test_proba(net)}
+            if ck is not None:
+                ck.save_network(st.net_id, st.weights, networks[st.net_id]["test_proba"])
         proba = networks[st.net_id]["test_proba"]
         rec = st.dag.to_dict()
         rec.update({
@@ -320,30 +354,49 @@ def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_see
         })
         rec.update(architecture_stats(st.dag))
         records.append(rec)
+        if ck is not None:
+            ck.append_record(rec)
 
     total = config.burn_in + config.samples * config.thin
-    for st, info in sample(rng, state, proposal, fit, prior, total, config.refresh):
-        infos.append(asdict(info))
+    it = start
+    for st, info in sample(rng, state, proposal, fit, prior, total, config.refresh, start, next_id):
+        next_id += 2
+        d = asdict(info)
+        infos.append(d)
+        if ck is not None:
+            ck.append_info(d)
         it = info.iteration
         if it > config.burn_in and (it - config.burn_in) % config.thin == 0:
             record(it, st, info)
+        if ck is not None:
+            ck.commit(it, st, next_id, rng.bit_generator.state, counters, len(records), len(infos),
+                      wall_before + time.perf_counter() - t0)
         if progress is not None:
             progress(f"chain {chain} it {it}/{total} {info.move} acc={info.accepted} "
                      f"logev={st.log_evidence:.1f} nodes={st.dag.num_nodes}")
         if config.max_seconds is not None and time.perf_counter() - t0 > config.max_seconds:
             break
+        if should_stop is not None and should_stop():
+            break
     return ChainResult(chain, records, networks, infos, rng.bit_generator.state,
-                       time.perf_counter() - t0, counters["steps"], counters["fits"], counters["warm"])
+                       wall_before + time.perf_counter() - t0, counters["steps"], counters["fits"],
+                       counters["warm"])
+
+
+def _orphaned(ppid: int) -> Callable[[], bool]:
+    """True once the process that started this worker is gone (killed): stop, progress is committed."""
+    return lambda: os.getppid() != ppid
 
 
 def _worker(args):
-    chain, data, config, seed, evidence_seed = args
-    return run_chain(chain, data, config, seed, evidence_seed)
+    chain, data, config, seed, evidence_seed, checkpoint, parent = args
+    stop = _orphaned(parent) if parent is not None and parent != os.getpid() else None
+    return run_chain(chain, data, config, seed, evidence_seed, checkpoint=checkpoint, should_stop=stop)
 
 
 def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, executor: str = "process",
                workers: int | None = None, on_done: Callable[[ChainResult], None] | None = None,
-               scheduler: str | None = None) -> list:
+               scheduler: str | None = None, run_dir=None) -> list:
     """Run ``chains`` independent chains, in parallel through ``concurrent.futures``.
 
     Seeds: ``SeedSequence(seed).spawn(1 + chains)``; child 0 picks the fixed
@@ -353,6 +406,12 @@ def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, execu
     ordered by chain. ``scheduler`` (a Dask scheduler address) runs the chains
     on that cluster through the same executor interface (``make_executor`` of
     :mod:`chefs.mcmc.run`), whatever ``executor`` says.
+
+    ``run_dir``: chain ``c`` checkpoints into ``run_dir/chains/c<c>`` after
+    every iteration and continues from there if it holds progress (see
+    :func:`run_chain`; a resume). With a Dask scheduler the directory must be
+    on a file system the workers share. A worker process whose parent dies
+    stops after its current iteration.
     """
     if isinstance(chains, bool) or int(chains) != chains or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
@@ -364,7 +423,10 @@ def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, execu
         raise ValueError(f"workers must be a positive integer, got {workers}")
     ss = np.random.SeedSequence(int(seed))
     ev_seed, *chain_seeds = ss.spawn(1 + int(chains))
-    jobs = [(c, data, config, chain_seeds[c], ev_seed) for c in range(int(chains))]
+    ck = [None] * int(chains) if run_dir is None else \
+        [str(Path(run_dir) / "chains" / f"c{c}") for c in range(int(chains))]
+    parent = os.getpid() if executor == "process" and not scheduler else None
+    jobs = [(c, data, config, chain_seeds[c], ev_seed, ck[c], parent) for c in range(int(chains))]
     results = []
     if executor == "serial" and not scheduler:
         for job in jobs:

@@ -51,6 +51,17 @@ class Dataset:
             "num_test": int(self.y_test.size),
         }
 
+    def fingerprint(self) -> str:
+        """SHA-256 of the split (shapes, dtypes and bytes of the four arrays): a resume checks it."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for a in (self.x_train, self.y_train, self.x_test, self.y_test):
+            a = np.ascontiguousarray(a)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(a.tobytes())
+        return h.hexdigest()
+
 
 def parse_classes(text):
     """``None``/``"default"`` -> None, ``"all"`` -> ``"all"``, ``"1,2,3"`` -> (1, 2, 3)."""

@@ -102,6 +102,26 @@ def register(subparsers) -> None:
     s.add_argument("--quiet", action="store_true", help="no progress lines")
     s.set_defaults(func=_cmd_sample)
 
+    c = sub.add_parser(
+        "resume", help="continue an interrupted (or finished) 'chefs cnn sample' run",
+        description=("Continue every chain of RUN from its last completed iteration (graph, trained weights, "
+                     "network ids, costs and random generator state are checkpointed after every iteration), "
+                     "then write the run files. On the CPU the result is the same as an uninterrupted run. "
+                     "--samples above the run's extends a finished run."))
+    c.add_argument("run", metavar="RUN", help="run directory created by 'chefs cnn sample'")
+    c.add_argument("--samples", type=positive_int, default=None,
+                   help="recorded iterations per chain (default: the run's; larger extends the chains)")
+    c.add_argument("--max-seconds", type=positive_float, default=None,
+                   help="wall-time budget per chain for this session (default: the run's)")
+    c.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="torch device (default: the run's; another device continues, but not bit for bit)")
+    c.add_argument("--executor", choices=("process", "thread", "serial"), default=None,
+                   help="how chains run in parallel (default: the run's)")
+    c.add_argument("--workers", type=positive_int, default=None, help="parallel workers (default: the run's)")
+    c.add_argument("--scheduler", default=None, help="Dask scheduler address (needs a shared file system)")
+    c.add_argument("--quiet", action="store_true", help="no progress lines")
+    c.set_defaults(func=_cmd_resume)
+
     r = sub.add_parser("report", help="Figure 5 statistics and plots of a run directory",
                        description="Write summary.json, samples.csv and Figure 5 panels (A, B, C) for RUN.")
     r.add_argument("run", metavar="RUN", help="run directory written by 'chefs cnn sample'")
@@ -109,11 +129,55 @@ def register(subparsers) -> None:
     r.set_defaults(func=_cmd_report)
 
 
+def _progress_printer(quiet: bool):
+    def done(res):
+        if quiet:
+            return
+        if not res.records:
+            print(f"chain {res.chain}: no sample recorded within the time budget", file=sys.stderr)
+            return
+        last = res.records[-1]
+        print(f"chain {res.chain}: {len(res.records)} samples, {res.train_steps} Adam steps, "
+              f"{res.wall_seconds:.1f} s, last accuracy {last['accuracy']:.3f}, "
+              f"{last['num_nodes']} reachable nodes", file=sys.stderr)
+
+    return done
+
+
+def _run_and_finish(path, data, cfg, config: dict, executor, workers, scheduler, quiet) -> int:
+    """Run (or continue) the chains of the run directory ``path`` and write its run files."""
+    from ..cnn.chain import run_chains
+    from ..cnn.store import finish_run
+
+    t0 = time.perf_counter()
+    try:
+        results = run_chains(data, cfg, config["chains"], config["seed"], executor=executor, workers=workers,
+                             scheduler=scheduler, on_done=_progress_printer(quiet), run_dir=path)
+    except KeyboardInterrupt:
+        print(f"interrupted; every chain keeps its last completed iteration: continue with "
+              f"'chefs cnn resume {path}'", file=sys.stderr)
+        return 130
+    config = dict(config)
+    config["sessions"] = list(config.get("sessions", [])) + [
+        {"command": config.pop("_command"), "wall_seconds": time.perf_counter() - t0}]
+    config["wall_seconds"] = sum(s["wall_seconds"] for s in config["sessions"])
+    finish_run(path, results, config, data.y_test)
+    n = sum(len(r.records) for r in results)
+    short = [r.chain for r in results if len(r.records) < cfg.samples]
+    print(f"wrote {n} samples from {len(results)} chains to {path}")
+    if short:
+        print(f"chains {short} stopped early (time budget); 'chefs cnn resume {path}' continues them",
+              file=sys.stderr)
+    return 0
+
+
 def _cmd_sample(args) -> int:
     _need_torch()
-    from ..cnn.chain import ChainConfig, run_chains
+    from pathlib import Path
+
+    from ..cnn.chain import ChainConfig
     from ..cnn.data import load_data
-    from ..cnn.store import check_target, write_run
+    from ..cnn.store import check_target, start_run
     from ..cnn.train import TrainConfig, check_device
 
     check_target(args.out, args.force)
@@ -129,30 +193,55 @@ def _cmd_sample(args) -> int:
                       burn_in=args.burn_in, thin=args.thin, init=args.init, toggle_weight=args.toggle_weight,
                       proposal=args.proposal,
                       refresh=args.refresh, max_seconds=args.max_seconds, train=train)
-    t0 = time.perf_counter()
-
-    def done(res):
-        if not args.quiet:
-            last = res.records[-1]
-            if not res.records:
-                print(f"chain {res.chain}: no sample recorded within the time budget", file=sys.stderr)
-                return
-            print(f"chain {res.chain}: {len(res.records)} samples, {res.train_steps} Adam steps, "
-                  f"{res.wall_seconds:.1f} s, last accuracy {last['accuracy']:.3f}, "
-                  f"{last['num_nodes']} reachable nodes", file=sys.stderr)
-
-    results = run_chains(data, cfg, args.chains, args.seed, executor=args.executor, workers=args.workers,
-                         scheduler=args.scheduler,
-                         on_done=done)
+    spec = args.data if args.data in ("mnist123", "digits") else str(Path(args.data).resolve())
     config = {
         "command": "chefs cnn sample", "seed": args.seed, "chains": args.chains, "executor": args.executor,
-        "data": data.describe(), "data_spec": args.data, "test_fraction": args.test_fraction,
-        "chain": cfg.to_dict(), "wall_seconds": time.perf_counter() - t0,
+        "workers": args.workers, "data": data.describe(), "data_spec": spec, "test_fraction": args.test_fraction,
+        "classes": args.classes, "max_train": args.max_train, "data_sha256": data.fingerprint(),
+        "chain": cfg.to_dict(), "_command": "sample",
     }
-    path = write_run(args.out, results, config, data.y_test, force=args.force)
-    n = sum(len(r.records) for r in results)
-    print(f"wrote {n} samples from {len(results)} chains to {path}")
-    return 0
+    path = start_run(args.out, {k: v for k, v in config.items() if k != "_command"}, force=args.force)
+    return _run_and_finish(path, data, cfg, config, args.executor, args.workers, args.scheduler, args.quiet)
+
+
+def _cmd_resume(args) -> int:
+    _need_torch()
+    from ..cnn.chain import ChainConfig
+    from ..cnn.data import load_data
+    from ..cnn.store import read_config, write_config
+    from ..cnn.train import check_device
+
+    path = args.run
+    config = read_config(path)
+    need = ("seed", "chains", "data_spec", "test_fraction", "data_sha256", "chain")
+    missing = [k for k in need if k not in config]
+    if missing:
+        raise ValueError(f"{path} cannot be resumed: its config.json lacks {', '.join(missing)} "
+                         "(written by a version of 'chefs cnn sample' without resume support)")
+    chain = dict(config["chain"])
+    train = dict(chain.pop("train"))
+    if args.samples is not None:
+        if args.samples < chain["samples"]:
+            raise ValueError(f"--samples {args.samples} is below the run's {chain['samples']} samples per chain")
+        chain["samples"] = args.samples
+    if args.max_seconds is not None:
+        chain["max_seconds"] = args.max_seconds
+    if args.device is not None:
+        train["device"] = args.device
+    check_device(train["device"])
+    cfg = ChainConfig(**chain, train=train)
+    data = load_data(config["data_spec"], seed=config["seed"], classes=config.get("classes"),
+                     test_fraction=config["test_fraction"], max_train=config.get("max_train"))
+    if data.fingerprint() != config["data_sha256"]:
+        raise ValueError(f"the data behind {config['data_spec']!r} changed since the run started "
+                         "(SHA-256 of the split differs); cannot resume")
+    config["chain"] = cfg.to_dict()
+    config["complete"] = False
+    write_config(path, config)
+    config["_command"] = "resume"
+    executor = args.executor or config.get("executor", "process")
+    workers = args.workers if args.workers is not None else config.get("workers")
+    return _run_and_finish(path, data, cfg, config, executor, workers, args.scheduler, args.quiet)
 
 
 def _cmd_report(args) -> int:
