@@ -44,3 +44,43 @@ def test_cnn_cli_errors(tmp_path, capsys):
     assert "not a complete run" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["cnn", "sample", "--chains", "0", "--out", str(tmp_path / "r")])
+    import torch
+
+    if not torch.cuda.is_available():
+        assert main(["cnn", "sample", "--device", "cuda", "--out", str(tmp_path / "r")]) == 2
+        assert "no GPU" in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def test_cnn_resume_continues_to_the_same_run(tmp_path, capsys):
+    """N samples in one go == N/2, then `chefs cnn resume --samples N` (files compared byte for byte)."""
+    import numpy as np
+
+    common = ["--data", "digits", "--max-train", "120", "--chains", "2", "--train-steps", "20", "--warm-steps", "6",
+              "--batch-size", "30", "--seed", "4", "--executor", "serial", "--quiet"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["cnn", "sample", *common, "--samples", "4", "--out", str(one)]) == 0
+    assert main(["cnn", "sample", *common, "--samples", "2", "--out", str(two)]) == 0
+    assert main(["cnn", "sample", *common, "--samples", "2", "--out", str(two)]) == 2
+    assert "chefs cnn resume" in capsys.readouterr().err
+    assert main(["cnn", "resume", str(two), "--samples", "1"]) == 2  # cannot shrink a run
+    assert main(["cnn", "resume", str(two), "--samples", "4", "--quiet"]) == 0
+    assert (one / "samples.jsonl").read_bytes() == (two / "samples.jsonl").read_bytes()
+    with np.load(one / "weights.npz", allow_pickle=False) as a, np.load(two / "weights.npz", allow_pickle=False) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k])
+    ca, cb = (json.loads((p / "config.json").read_text()) for p in (one, two))
+    for x, y in zip(ca["chains_summary"], cb["chains_summary"]):
+        assert (x["train_steps"], x["fits"], x["rng_state"], x["moves"]) == \
+            (y["train_steps"], y["fits"], y["rng_state"], y["moves"])
+    assert [s["command"] for s in cb["sessions"]] == ["sample", "resume"] and cb["complete"]
+    # an interrupted run (config says incomplete) is refused by the report, with the way out
+    cb["complete"] = False
+    (two / "config.json").write_text(json.dumps(cb))
+    assert main(["cnn", "report", str(two), "--out", str(tmp_path / "rep")]) == 2
+    assert "chefs cnn resume" in capsys.readouterr().err
+    assert main(["cnn", "resume", str(tmp_path / "nothing")]) == 2
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text(json.dumps({"chain": {}}))
+    assert main(["cnn", "resume", str(tmp_path / "old")]) == 2
+    assert "cannot be resumed" in capsys.readouterr().err

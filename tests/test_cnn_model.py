@@ -246,3 +246,67 @@ def test_chains_on_a_dask_cluster_match_serial(digits):
         got = run_chains(digits, cfg, 2, seed=5, scheduler=cl.scheduler_address)
     for ra, rb in zip(ref, got):
         assert [r["theta"] for r in ra.records] == [r["theta"] for r in rb.records]
+
+
+def _same_records(a, b):
+    keys = ("theta", "edges", "iteration", "net_id", "log_evidence", "log_prior", "accuracy", "move", "accepted")
+    assert [[r[k] for k in keys] for r in a] == [[r[k] for k in keys] for r in b]
+
+
+def test_killed_chain_resumes_to_the_uninterrupted_chain(digits, tmp_path):
+    """A chain stopped after 3 of 6 iterations (as a kill leaves it: committed progress plus torn
+    uncommitted writes) and continued from its checkpoint equals the chain run in one go, bit for bit."""
+    from chefs.cnn.chain import run_chain
+    from chefs.cnn.store import ChainCheckpoint
+
+    torch.use_deterministic_algorithms(True)
+    try:
+        cfg = ChainConfig(samples=6, train=TrainConfig(steps=20, warm_steps=6, batch_size=30))
+        ref = run_chain(0, digits, cfg, seed=11, evidence_seed=1)
+        ck = tmp_path / "c0"
+        calls = []
+        part = run_chain(0, digits, cfg, seed=11, evidence_seed=1, checkpoint=ck,
+                         should_stop=lambda: calls.append(1) or len(calls) >= 3)
+        assert len(part.infos) == 3
+        # what a kill during iteration 4 leaves behind: half-written lines, a temporary file
+        with open(ck / "infos.jsonl", "a") as fh:
+            fh.write('{"iteration":4,"move":"ed')
+        with open(ck / "samples.jsonl", "a") as fh:
+            fh.write('{"theta":[1.0,0.0],"observed":[true,true],"edges":[[0,1]],"chain":0}\n')
+        (ck / "state_4.npz.tmp").write_bytes(b"torn")
+        saved = ChainCheckpoint(ck).load()
+        assert saved["iteration"] == 3 and len(saved["records"]) == 3 and len(saved["infos"]) == 3
+        assert saved["rng_state"] == part.rng_state
+        res = run_chain(0, digits, cfg, seed=11, evidence_seed=1, checkpoint=ck)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    _same_records(ref.records, res.records)
+    assert res.rng_state == ref.rng_state
+    assert (res.train_steps, res.fits, res.warm_fits) == (ref.train_steps, ref.fits, ref.warm_fits)
+    assert [i["accepted"] for i in res.infos] == [i["accepted"] for i in ref.infos]
+    assert [i["log_accept"] for i in res.infos] == [i["log_accept"] for i in ref.infos]  # -inf survives
+    for nid, net in ref.networks.items():
+        for name, w in net["weights"].items():
+            np.testing.assert_array_equal(res.networks[nid]["weights"][name], w)
+    # a finished chain resumed again does nothing more
+    again = run_chain(0, digits, cfg, seed=11, evidence_seed=1, checkpoint=ck)
+    assert len(again.infos) == 6 and again.train_steps == ref.train_steps
+
+
+def test_cuda_requested_without_gpu_is_a_clear_error(digits, monkeypatch):
+    from chefs.cnn.train import check_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="no GPU"):
+        check_device("cuda")
+    with pytest.raises(ValueError, match="no GPU"):
+        Evaluator(digits, TrainConfig(device="cuda"), ShapeRule())
+    with pytest.raises(ValueError, match="device"):
+        check_device("tpu")
+    with pytest.raises(ValueError):
+        TrainConfig(device="gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match="cuda:3"):
+        check_device("cuda:3")
+    assert check_device("cpu") == "cpu"

@@ -98,11 +98,29 @@ class FitResult:
 
 
 def check_device(device: str) -> str:
-    """Raise ``ValueError`` if ``device`` is CUDA and no GPU is visible."""
+    """Return ``device``; raise ``ValueError`` if it is not cpu/cuda/cuda:N or names a GPU torch does not see.
+
+    Everything else about the device is handled in :class:`Evaluator`: the
+    data tensors, minibatch indices and the network are created on it, weights
+    come back to the CPU as numpy arrays (checkpoints, warm starts), and all
+    random numbers come from the chain's numpy ``Generator`` (torch's global
+    RNG is never used), so the same seed draws the same proposals, initial
+    weights and minibatches on any device. Untested on a GPU here (the
+    development machine has none); GPU kernels are not bit-for-bit
+    deterministic, so a GPU run is not reproducible to the last bit.
+    """
     torch = _torch()
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for but torch sees no GPU; use --device cpu")
-    return str(device)
+    device = str(device)
+    if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError("--device cuda was asked for but torch sees no GPU; use --device cpu")
+        if ":" in device:
+            idx = device.split(":", 1)[1]
+            if not idx.isdigit() or int(idx) >= torch.cuda.device_count():
+                raise ValueError(f"no GPU {device!r}: torch sees {torch.cuda.device_count()} GPU(s)")
+    return device
 
 
 class Evaluator:
