@@ -62,7 +62,8 @@ def test_cnn_resume_continues_to_the_same_run(tmp_path, capsys):
     assert main(["cnn", "sample", *common, "--samples", "2", "--out", str(two)]) == 0
     assert main(["cnn", "sample", *common, "--samples", "2", "--out", str(two)]) == 2
     assert "chefs cnn resume" in capsys.readouterr().err
-    assert main(["cnn", "resume", str(two), "--samples", "1"]) == 2  # cannot shrink a run
+    assert main(["cnn", "resume", str(two), "--samples", "1"]) == 2  # cannot shorten a run
+    assert "cannot be shortened" in capsys.readouterr().err
     assert main(["cnn", "resume", str(two), "--samples", "4", "--quiet"]) == 0
     assert (one / "samples.jsonl").read_bytes() == (two / "samples.jsonl").read_bytes()
     with np.load(one / "weights.npz", allow_pickle=False) as a, np.load(two / "weights.npz", allow_pickle=False) as b:

@@ -337,6 +337,9 @@ def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_see
         start, next_id, wall_before = int(saved["iteration"]), int(saved["next_id"]), saved["wall_seconds"]
         counters.update(saved["counters"])
         networks, records, infos = saved["networks"], saved["records"], saved["infos"]
+        if start > config.burn_in + config.samples * config.thin:
+            raise ValueError(f"chain {chain} has already run {start} iterations, more than the "
+                             f"{config.burn_in + config.samples * config.thin} asked for")
 
     def record(it, st, info):
         if st.net_id not in networks:
@@ -391,7 +394,10 @@ def _orphaned(ppid: int) -> Callable[[], bool]:
 def _worker(args):
     chain, data, config, seed, evidence_seed, checkpoint, parent = args
     stop = _orphaned(parent) if parent is not None and parent != os.getpid() else None
-    return run_chain(chain, data, config, seed, evidence_seed, checkpoint=checkpoint, should_stop=stop)
+    res = run_chain(chain, data, config, seed, evidence_seed, checkpoint=checkpoint, should_stop=stop)
+    if stop is not None and stop():
+        os._exit(1)  # nobody to send the result to (the pool's queues would block forever); progress is committed
+    return res
 
 
 def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, executor: str = "process",

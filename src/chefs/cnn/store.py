@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["write_run", "read_run", "start_run", "finish_run", "read_config", "ChainCheckpoint", "RUN_FILES"]
+__all__ = ["write_run", "read_run", "start_run", "finish_run", "read_config", "chain_progress", "ChainCheckpoint", "RUN_FILES"]
 
 RUN_FILES = ("config.json", "samples.jsonl", "weights.npz", "test_proba.npz")
 
@@ -192,6 +192,22 @@ def finish_run(path, results, config: dict, y_test: np.ndarray) -> Path:
 
 
 # ---------------------------------------------------------------- checkpoints
+def chain_progress(path) -> dict:
+    """``{chain: committed iterations}`` of the checkpoints under ``path/chains``."""
+    out = {}
+    root = Path(path) / "chains"
+    if root.is_dir():
+        for d in sorted(root.iterdir()):
+            f = d / "state.json"
+            if d.name.startswith("c") and d.name[1:].isdigit() and f.is_file():
+                try:
+                    with open(f, encoding="utf-8") as fh:
+                        out[int(d.name[1:])] = int(json.load(fh)["iteration"])
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                    raise ValueError(f"{f}: malformed checkpoint") from None
+    return out
+
+
 def _enc_float(x):
     x = float(x)
     return x if math.isfinite(x) else repr(x)  # 'inf', '-inf', 'nan'

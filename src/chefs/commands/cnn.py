@@ -208,7 +208,7 @@ def _cmd_resume(args) -> int:
     _need_torch()
     from ..cnn.chain import ChainConfig
     from ..cnn.data import load_data
-    from ..cnn.store import read_config, write_config
+    from ..cnn.store import chain_progress, read_config, write_config
     from ..cnn.train import check_device
 
     path = args.run
@@ -221,8 +221,6 @@ def _cmd_resume(args) -> int:
     chain = dict(config["chain"])
     train = dict(chain.pop("train"))
     if args.samples is not None:
-        if args.samples < chain["samples"]:
-            raise ValueError(f"--samples {args.samples} is below the run's {chain['samples']} samples per chain")
         chain["samples"] = args.samples
     if args.max_seconds is not None:
         chain["max_seconds"] = args.max_seconds
@@ -230,6 +228,11 @@ def _cmd_resume(args) -> int:
         train["device"] = args.device
     check_device(train["device"])
     cfg = ChainConfig(**chain, train=train)
+    total = cfg.burn_in + cfg.samples * cfg.thin
+    past = {c: it for c, it in chain_progress(path).items() if it > total}
+    if past:
+        raise ValueError(f"chains {sorted(past)} have already run {max(past.values())} iterations, more than "
+                         f"the {total} that --samples {cfg.samples} asks for; a run cannot be shortened")
     data = load_data(config["data_spec"], seed=config["seed"], classes=config.get("classes"),
                      test_fraction=config["test_fraction"], max_train=config.get("max_train"))
     if data.fingerprint() != config["data_sha256"]:
