@@ -1,4 +1,4 @@
-"""``chefs cnn sample`` and ``chefs cnn report``: Bayesian nonparametric
+"""``chefs cnn sample``, ``chefs cnn resume`` and ``chefs cnn report``: Bayesian nonparametric
 convolutional architectures (section 4.2 and Figure 5 of 002).
 
 torch is imported lazily, so ``chefs --help`` works without it.
@@ -47,7 +47,8 @@ def register(subparsers) -> None:
             "Run independent Metropolis-Hastings chains over ICP architectures. Each proposal's "
             "network is trained with Adam from the current state's weights (warm start) and its "
             "log evidence (eq. 21 of 002) enters the acceptance ratio. Chains start at the bare "
-            "input->output graph."
+            "input->output graph. Every chain checkpoints into RUN/chains after each iteration; "
+            "an interrupted run continues with 'chefs cnn resume RUN'."
         ),
     )
     s.add_argument("--data", default="digits",
