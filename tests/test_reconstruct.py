@@ -66,14 +66,17 @@ PATTERNS = [(2,), (1, 2)]  # missing columns per row type
 R = 300  # replicate rows per pattern: independent chains, so their spread gives the Monte Carlo error
 
 
-def z_scores(net, seed):
-    """(estimate - exact) / standard error for every missing entry of both patterns."""
+def z_scores(net, seed, max_groups=16):
+    """(estimate - exact) / standard error for every missing entry of both patterns.
+    With ``max_groups=1`` both patterns share one chain state: x2 (missing in every
+    row) is integrated out and x1 (missing in half the rows) imputed by Gibbs draws."""
     X = np.tile(UMAP.inverse(U_OBS), (R * len(PATTERNS), 1))
     mask = np.zeros(X.shape, bool)
     for p, cols in enumerate(PATTERNS):
         mask[p * R:(p + 1) * R, list(cols)] = True
     X[mask] = np.nan
-    out = UMAP.forward(net.predict_missing(X, mask, num_sweeps=100, burn_in=20, rng=seed))
+    out = UMAP.forward(impute.predict_missing(net, X, mask, num_sweeps=100, burn_in=20, rng=seed,
+                                              max_groups=max_groups))
     z = []
     for p, cols in enumerate(PATTERNS):
         exact = np.mean([exact_conditional_mean(s, U_OBS, cols) for s in net.samples_], axis=0)
@@ -83,15 +86,17 @@ def z_scores(net, seed):
     return np.array(z)
 
 
-def test_imputed_mean_matches_exact_conditional_mean():
-    z = z_scores(make_net(), seed=1)
+@pytest.mark.parametrize("max_groups", [16, 1])
+def test_imputed_mean_matches_exact_conditional_mean(max_groups):
+    z = z_scores(make_net(), seed=1, max_groups=max_groups)
     assert np.all(np.abs(z) < 4), z
 
 
-def test_negative_control_ignoring_observed_entries_fails(monkeypatch):
+@pytest.mark.parametrize("max_groups", [16, 1])
+def test_negative_control_ignoring_observed_entries_fails(monkeypatch, max_groups):
     # planted bug: hidden units are updated without their observed children
-    monkeypatch.setattr(impute, "_activation_children", lambda net, h: net.children[h][~net.obs[net.children[h]]])
-    z = z_scores(make_net(), seed=1)
+    monkeypatch.setattr(impute, "_activation_children", lambda net, h, collapsed: net.children[h][~net.obs[net.children[h]]])
+    z = z_scores(make_net(), seed=1, max_groups=max_groups)
     assert np.max(np.abs(z)) > 4, z
 
 

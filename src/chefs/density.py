@@ -328,7 +328,7 @@ class BeliefNetwork:
     def score(self, X) -> float:
         return float(np.mean(self.score_samples(X)))
 
-    def predict_missing(self, X, mask, num_sweeps: int = 60, burn_in: int | None = None, rng=0,
+    def predict_missing(self, X, mask, num_sweeps: int = 100, burn_in: int | None = None, rng=0,
                         max_samples: int | None = 50, num_tries: int = 4, progress: bool = False) -> np.ndarray:
         """Posterior-predictive mean of the missing entries of ``X`` given its observed ones.
 

@@ -30,7 +30,7 @@ import numpy as np
 
 PRIORS = ("cibp", "icp", "ecibp")
 # sized on the 2-core development machine: ~8-10 sweeps/s on 500 images
-FULL = {"sweeps": 2400, "burn_in": 1200, "num_train": 500, "num_test": 100, "impute_sweeps": 60, "samples": 40}
+FULL = {"sweeps": 2400, "burn_in": 1200, "num_train": 500, "num_test": 100, "impute_sweeps": 100, "samples": 40}
 QUICK = {"sweeps": 300, "burn_in": 150, "num_train": 500, "num_test": 100, "impute_sweeps": 40, "samples": 15}
 SIDE = 8
 NUM_FIGURE = 8
