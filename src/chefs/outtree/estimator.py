@@ -21,7 +21,7 @@ from .vb import VBInfo, run_vb
 
 __all__ = ["OutTree", "validate_data"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def validate_data(X, *, name: str = "X", min_rows: int = 1, dim: int | None = None) -> np.ndarray:
@@ -110,22 +110,41 @@ class OutTree:
         if np.allclose(X, X[0]):
             raise ValueError("all rows of X are identical; the out-tree model needs spread data")
         t0 = time.perf_counter()
-        self.prior_ = MNIW.default_prior(X, self.noise_scale)
-        self.root_ = NIW.from_data(X)
-        state, infos = run_vb(X, self.prior_, self.root_, iters=self.iters, tol=self.tol,
+        # Standardise every column (derivations, sec. 8): the model is fitted to
+        # Y = (X - shift) / scale and densities are mapped back with the log-Jacobian.
+        self.shift_ = X.mean(axis=0)
+        sd = X.std(axis=0)
+        if not np.all(sd > 0):
+            j = int(np.argmin(sd))
+            raise ValueError(f"column {j} of X is constant; drop it before fitting")
+        self.scale_ = sd
+        Y = self._standardise(X)
+        self.prior_ = MNIW.default_prior(Y, self.noise_scale)
+        self.root_ = NIW.from_data(Y)
+        state, infos = run_vb(Y, self.prior_, self.root_, iters=self.iters, tol=self.tol,
                               callback=callback)
         self.q_c_ = state.q_c
         self.infos_: list[VBInfo] = infos
         self.elbo_ = [i.elbo_parameters for i in infos]
         self.X_ = X
+        self._root_hint = int(np.argmax(state.q_root))
         self._build_predictive()
         self._pred.estimate_normalizer(self.normalizer_samples, rng)
         self.fit_seconds_ = time.perf_counter() - t0
         return self
 
+    def _standardise(self, X) -> np.ndarray:
+        return (X - self.shift_) / self.scale_
+
+    @property
+    def log_jacobian_(self) -> float:
+        """``log |dY/dX| = -sum log scale``: added to densities of standardised points."""
+        return -float(np.sum(np.log(self.scale_)))
+
     def _build_predictive(self):
         B, Sigma = self.q_c_.point_estimate()
-        self._pred = Predictive(self.X_, B, Sigma, self.root_)
+        self._pred = Predictive(self._standardise(self.X_), B, Sigma, self.root_,
+                                root_hint=getattr(self, "_root_hint", None))
 
     def _check_fitted(self):
         if self._pred is None:
@@ -147,14 +166,14 @@ class OutTree:
         """Exact ``log p(X_train, x) - log p(X_train)`` per row (unnormalised)."""
         self._check_fitted()
         X = validate_data(X, min_rows=1, dim=self.n_features_)
-        return self._pred.log_ratio(X)
+        return self._pred.log_ratio(self._standardise(X)) + self.log_jacobian_
 
     def score_samples(self, X) -> np.ndarray:
         """Predictive log-density of each row, scored one at a time against the
         training set: ``log ratio(x) - log c(X_train)``."""
         self._check_fitted()
         X = validate_data(X, min_rows=1, dim=self.n_features_)
-        return self._pred.log_density(X)
+        return self._pred.log_density(self._standardise(X)) + self.log_jacobian_
 
     def score(self, X) -> float:
         """Mean predictive log-density of the rows of ``X``."""
@@ -167,7 +186,8 @@ class OutTree:
             raise ValueError("n must be a positive integer")
         if int(candidates) < 1:
             raise ValueError("candidates must be a positive integer")
-        return self._pred.sample(int(n), _as_rng(rng), int(candidates))
+        Y = self._pred.sample(int(n), _as_rng(rng), int(candidates))
+        return self.shift_ + Y * self.scale_
 
     # ------------------------------------------------------------------
     def save(self, run_dir, force: bool = False, extra: dict | None = None) -> Path:
@@ -185,7 +205,8 @@ class OutTree:
         q, p, r = self.q_c_, self.prior_, self.root_
         arrays = {"X": self.X_, "q_M": q.M, "q_V": q.V, "q_psi": q.psi,
                   "prior_M": p.M, "prior_V": p.V, "prior_psi": p.psi,
-                  "root_mu0": r.mu0, "root_psi0": r.psi0}
+                  "root_mu0": r.mu0, "root_psi0": r.psi0,
+                  "shift": self.shift_, "scale": self.scale_}
         meta = {
             "format": "chefs.outtree", "version": FORMAT_VERSION,
             "n_points": int(self.X_.shape[0]), "n_features": int(self.X_.shape[1]),
@@ -196,6 +217,7 @@ class OutTree:
             "elbo": self.elbo_,
             "elbo_structure": [i.elbo_structure for i in self.infos_],
             "fit_seconds": getattr(self, "fit_seconds_", None),
+            "root_hint": int(self._pred.c),
         }
         if extra:
             meta.update(extra)
@@ -223,7 +245,12 @@ class OutTree:
         with np.load(run / "arrays.npz", allow_pickle=False) as z:
             a = {k: z[k] for k in z.files}
         self = cls(**meta["params"])
+        if int(meta.get("version", 0)) != FORMAT_VERSION:
+            raise ValueError(f"{run}/model.json has format version {meta.get('version')}; "
+                             f"this chefs reads version {FORMAT_VERSION} (refit the model)")
         self.X_ = a["X"]
+        self.shift_, self.scale_ = a["shift"], a["scale"]
+        self._root_hint = int(meta["root_hint"])
         self.q_c_ = MNIW(a["q_M"], a["q_V"], a["q_psi"], float(meta["q_nu"]))
         self.prior_ = MNIW(a["prior_M"], a["prior_V"], a["prior_psi"], float(meta["prior_nu"]))
         self.root_ = NIW(a["root_mu0"], float(meta["root_kappa0"]), a["root_psi0"],

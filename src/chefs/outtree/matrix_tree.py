@@ -314,7 +314,7 @@ def root_mixture(log_beta, log_rho, _depth: int = 0, root_hint: int | None = Non
     c = int(np.argmax(a))
     if koo is None or koo[0] != c:  # reuse the fast-path inverse when c agrees
         W, q_lu, _ = _koo_marginals(log_beta, log_rho, c)
-    resid = float(np.max(np.abs(W.sum(axis=1) + q_lu - 1.0)))
+    W, resid = _sanitize(W, q_lu, log_beta)
     if not resid <= 1e-9 and _depth < 4 and n <= GROUPED_MAX_NODES:
         Wg = _grouped_marginals(log_beta, log_rho, log_z, q, _depth)
         if Wg is not None:
@@ -329,6 +329,28 @@ def root_mixture(log_beta, log_rho, _depth: int = 0, root_hint: int | None = Non
 
 GROUPED_MAX_NODES = 400
 FAST_PATH_RESIDUAL = 1e-8
+
+
+def _sanitize(W, q_lu, log_beta):
+    """Residual of the row identity, and ``W`` with non-finite entries removed.
+
+    When the column-replaced Laplacian is numerically singular (high-dimensional
+    data whose points have one overwhelming parent each) the inverse can
+    overflow. Rows with non-finite entries, or with no mass left, are replaced by
+    the parent distribution of a node choosing its parent on its own,
+    ``W_u. ∝ beta_u.`` (the tree constraint dropped); the row projection then
+    gives them the mass ``1 - q(u)``. The returned residual is ``inf`` in that case
+    so that the caller's warning fires.
+    """
+    bad = ~np.all(np.isfinite(W), axis=1) | (W.sum(axis=1) <= 0.0)
+    if not np.all(np.isfinite(q_lu)):
+        bad[:] = True
+    if not bad.any():
+        return W, float(np.max(np.abs(W.sum(axis=1) + q_lu - 1.0)))
+    B, _ = normalized_weights(log_beta)
+    W = W.copy()
+    W[bad] = B[bad]
+    return W, np.inf
 
 
 def _project_rows(W, q):
@@ -410,6 +432,24 @@ def koo_matrix(B, rho_scaled, c):
     return L
 
 
+def scaled_root_column(log_rho, m):
+    """Root column ``rho_u exp(-m_u - s)`` of the row-scaled Laplacian, and ``s``.
+
+    Row ``u`` of the Laplacian is divided by ``exp(m_u)`` (its largest parent
+    weight). A point with no plausible parent (an outlier in high dimension)
+    has ``log rho_u - m_u`` in the thousands, so ``exp(log rho_u - m_u)``
+    overflows to inf and the LU returns NaN (the failure on yeast, abalone,
+    cloud and wine). Dividing the whole replaced column by ``exp(s)``,
+    ``s = max_u (log rho_u - m_u)``, keeps every entry in ``[0, 1]`` and
+    multiplies the determinant by ``exp(-s)``; ``W`` and ``q`` are unchanged
+    (``q(u) = rho_u G_cu`` is invariant under scaling column ``c`` of the
+    matrix and row ``c`` of its inverse inversely).
+    """
+    rel = np.asarray(log_rho, float) - m
+    shift = float(np.max(rel))
+    return np.exp(rel - shift), shift
+
+
 def _koo_marginals(log_beta, log_rho, c):
     """``(W, q, log det)`` from one LU factorisation of the column-replaced Laplacian.
 
@@ -418,7 +458,7 @@ def _koo_marginals(log_beta, log_rho, c):
     """
     B, m = normalized_weights(log_beta)
     n = B.shape[0]
-    rho = np.exp(log_rho - m)
+    rho, shift = scaled_root_column(log_rho, m)
     L = koo_matrix(B, rho, c)
     lu, piv, info = scipy.linalg.lapack.dgetrf(L, overwrite_a=True)
     G = None
@@ -427,15 +467,25 @@ def _koo_marginals(log_beta, log_rho, c):
         d = np.diag(lu)
         sign = np.prod(np.sign(d)) * (-1.0) ** int(np.sum(piv != np.arange(n)))
         if sign > 0:
-            logdet = float(np.sum(np.log(np.abs(d))) + m.sum())
+            logdet = float(np.sum(np.log(np.abs(d))) + m.sum() + shift)
         # getrs on the identity (BLAS-3 triangular solves); this OpenBLAS's getri
         # is 5-15x slower at T = 2000
         G, info = scipy.linalg.lapack.dgetrs(lu, piv, np.eye(n), overwrite_b=True)
     if G is None or info != 0:
         logdet = np.nan
-        G = np.linalg.pinv(koo_matrix(B, rho, c))  # singular; the residual check flags it
+        G = np.full((n, n), np.nan)  # singular: _sanitize replaces the marginals
+    return _marginals_from_inverse(G, B, rho, c) + (logdet,)
+
+
+def _marginals_from_inverse(G, B, rho, c):
+    """``W`` and ``q`` from ``G = K^-1`` (overwrites ``G``); see :func:`_koo_marginals`."""
     dG = np.diag(G).copy()
     dG[c] = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _marginals_core(G, B, rho, c, dG)
+
+
+def _marginals_core(G, B, rho, c, dG):
     # d log det / d beta_uv = [u != c] G_uu - [v != c] G_vu
     q = np.clip(rho * G[c, :], 0.0, None)
     W = G.T
@@ -445,7 +495,7 @@ def _koo_marginals(log_beta, log_rho, c):
     W[:, c] = B[:, c] * dG
     np.fill_diagonal(W, 0.0)
     np.maximum(W, 0.0, out=W)
-    return W, q, logdet
+    return W, q
 
 
 # ---------------------------------------------------------------------------

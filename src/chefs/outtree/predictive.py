@@ -30,7 +30,8 @@ import scipy.linalg
 from scipy.special import logsumexp
 
 from .gaussian import NIW, gaussian_log_lik_matrix
-from .matrix_tree import LOG_FLOOR, koo_matrix, log_partition_all_roots
+from .matrix_tree import (LOG_FLOOR, koo_matrix, log_partition_all_roots, root_mixture,
+                          scaled_root_column)
 
 __all__ = ["Predictive"]
 
@@ -47,12 +48,18 @@ class Predictive:
     B : (d, d+1) fitted ``[A, c]``.
     Sigma : (d, d) fitted conditional noise covariance.
     root : NIW root prior (root weights are its Student-t predictive).
+    root_hint : int, optional
+        Column to replace by the root weights (any root with non-negligible
+        posterior probability, e.g. the most probable root of the VB fit).
+        Without it the subtraction-free all-roots elimination picks the most
+        probable root (one more O(T^3) step).
     """
 
     X: np.ndarray
     B: np.ndarray
     Sigma: np.ndarray
     root: NIW
+    root_hint: int | None = None
 
     def __post_init__(self):
         X = self.X
@@ -65,28 +72,52 @@ class Predictive:
         self.m = m
         Bn = np.exp(np.maximum(lb - m[:, None], LOG_FLOOR))
         np.fill_diagonal(Bn, 0.0)
-        log_z = log_partition_all_roots(np.where(np.isfinite(lb), lb, 0.0))
-        a = self.log_rho + log_z
-        self.log_z_total = float(logsumexp(a))
-        self.c = int(np.argmax(a))
-        L = koo_matrix(Bn, np.exp(self.log_rho - m), self.c)
-        lu, piv, _ = scipy.linalg.lapack.dgetrf(L, overwrite_a=True)
-        self.G, _ = scipy.linalg.lapack.dgetrs(lu, piv, np.eye(T), overwrite_b=True)
+        self.Bn = Bn
+        self.rho_scaled, self.shift = scaled_root_column(self.log_rho, m)
+        if self.root_hint is None:
+            log_z = log_partition_all_roots(np.where(np.isfinite(lb), lb, 0.0))
+            c = int(np.argmax(self.log_rho + log_z))
+        else:
+            c = int(self.root_hint)
+            if not 0 <= c < T:
+                raise ValueError(f"root_hint must be in [0, {T}), got {c}")
+        self._factor(c)
+        # the column must be a root of non-negligible probability q(c) = rho_c G_cc
+        q = self.rho_scaled * self.G[self.c, :]
+        if not q[self.c] > 1e-6 * np.max(q):
+            self._factor(int(np.argmax(q)))
         self.diagG = np.abs(np.diag(self.G))
         self.log_norm = 0.0
         self.n_fallback = 0  # points scored by the leaf lower bound
         self.log_norm_se = np.nan
         self._const = (T - 1) * np.log(T) - T * np.log(T + 1.0)
+        self.support_sizes: list[int] = []  # k of the last scored batch (diagnostics)
+
+    def _factor(self, c: int) -> None:
+        """One LU of the column-replaced Laplacian and its inverse ``G`` (O(T^3), once)."""
+        T = self.X.shape[0]
+        self.c = c
+        K = koo_matrix(self.Bn, self.rho_scaled, c)
+        lu, piv, info = scipy.linalg.lapack.dgetrf(K, overwrite_a=True)
+        if info != 0:
+            raise FloatingPointError("the fitted Laplacian is numerically singular")
+        d = np.diag(lu)
+        self.log_z_total = float(np.sum(np.log(np.abs(d))) + self.m.sum() + self.shift)
+        self.G, info = scipy.linalg.lapack.dgetrs(lu, piv, np.eye(T), overwrite_b=True)
+        if info != 0 or not np.all(np.isfinite(self.G)):
+            raise FloatingPointError("inverse of the fitted Laplacian is not finite")
 
     # ------------------------------------------------------------------
     def log_ratio(self, Xnew: np.ndarray, batch: int = 256) -> np.ndarray:
         """``log p_{T+1}(X, x*) - log p_T(X)`` for each row ``x*`` of ``Xnew``.
 
         Exact: sums over every out-tree on the ``T + 1`` points (up to dropping
-        parent weights below ``e^-45`` relative to the matrix scale).
+        the edges ``x* -> u`` whose weight is below ``e^-45`` of the matrix scale).
+        Each point is scored on its own against the training set.
         """
         Xnew = np.atleast_2d(np.asarray(Xnew, float))
         out = np.empty(Xnew.shape[0])
+        self.support_sizes = []
         for s in range(0, Xnew.shape[0], batch):
             out[s:s + batch] = self._log_ratio_batch(Xnew[s:s + batch])
         return out
@@ -97,44 +128,69 @@ class Predictive:
         # a[j, v] = log p(x*_j | X_v): x* as child; b[j, u] = log p(X_u | x*_j): x* as parent
         log_a = gaussian_log_lik_matrix(Xs, X, self.B, self.Sigma)
         log_b = gaussian_log_lik_matrix(X, Xs, self.B, self.Sigma).T
-        log_rho_new = self.root.log_predictive(Xs)
-        m_new = np.maximum(log_a.max(axis=1), log_rho_new)
+        log_rho_new = self.root.log_predictive(Xs) - self.shift  # column c is scaled by e^-shift
+        m_new = np.maximum(log_a.max(axis=1), log_rho_new)  # row x* is divided by e^m_new
         a = np.exp(log_a - m_new[:, None])
         rho_new = np.exp(log_rho_new - m_new)
-        rel_b = log_b - self.m[None, :]
-        btil = np.exp(np.maximum(rel_b, -745.0))
+        rel_b = log_b - self.m[None, :]  # log of b~_u = b_u / e^{m_u} (row u's scale)
         R = -a
         R[:, c] = rho_new
-        RG = R @ G  # the O(T^2) part, batched
+        RG = R @ G  # the O(T^2) part, batched as one matrix product
         sum_a = a.sum(axis=1)
         out = np.empty(n)
         scale = np.log(np.maximum(self.diagG, 1.0))
+        with np.errstate(divide="ignore"):
+            low = np.log(sum_a)
         for j in range(n):
             keep = np.nonzero(rel_b[j] + scale > _SUPPORT_LOG_TOL)[0]
-            bk = btil[j, keep]
-            dk = np.where(keep == c, 0.0, bk)  # diagonal change (none in column c)
-            Gkk = G[np.ix_(keep, keep)]
-            Mk = np.eye(keep.size) + dk[:, None] * Gkk
-            if keep.size:
-                sign, logdet_small = np.linalg.slogdet(Mk)
-                Gb = G[:, keep] @ bk
-                rGb = RG[j, keep] @ bk
-                y = np.linalg.solve(Mk, dk * (Gb[keep]))
-                schur = sum_a[j] + rGb - RG[j, keep] @ y
+            k = keep.size
+            self.support_sizes.append(k)
+            if k:
+                # ratio = det [[I + D G_KK, beta], [-(r'G)_K, sum a]]  (derivations, sec. 6),
+                # row u divided by e^{sigma_u}, sigma_u = max(log b~_u, 0), so no entry overflows
+                lbk = rel_b[j, keep]
+                sig = np.maximum(lbk, 0.0)
+                bs = np.exp(lbk - sig)  # b~_u e^-sigma_u <= 1
+                ds = np.where(keep == c, 0.0, bs)  # no diagonal change in the root column
+                Mk = np.empty((k + 1, k + 1))
+                Mk[:k, :k] = ds[:, None] * G[np.ix_(keep, keep)]
+                Mk[np.arange(k), np.arange(k)] += np.exp(-sig)
+                Mk[:k, k] = bs
+                Mk[k, :k] = -RG[j, keep]
+                Mk[k, k] = sum_a[j]
+                sign, logdet = np.linalg.slogdet(Mk)
+                val = logdet + sig.sum() if sign > 0 else -np.inf
             else:
-                sign, logdet_small = 1.0, 0.0
-                schur = sum_a[j]
+                val = low[j]
             # Exact lower bound: the trees in which x* is a leaf give det ratio
             # >= sum_v a_v. A value below it (or a non-positive one) is
             # cancellation in G for weakly coupled clusters; fall back to it.
-            with np.errstate(divide="ignore"):
-                low = np.log(sum_a[j])
-            val = logdet_small + np.log(schur) if (sign > 0 and schur > 0) else -np.inf
-            if not np.isfinite(val) or val < low:
-                val = low
-                self.n_fallback += 1
+            if not np.isfinite(val) or val < low[j]:
+                if not (np.isfinite(val) and val > low[j] - 1e-9):
+                    self.n_fallback += 1
+                val = low[j]
             out[j] = self._const + m_new[j] + val
         return out
+
+    def log_ratio_direct(self, Xnew: np.ndarray) -> np.ndarray:
+        """Reference: ``log p_{T+1} - log p_T`` from two all-roots log-partitions.
+
+        O(T^3) per point (GTH elimination of the (T+1)-node problem); for tests.
+        """
+        Xnew = np.atleast_2d(np.asarray(Xnew, float))
+        T = self.X.shape[0]
+        base = root_mixture(self.log_beta_finite(self.X), self.log_rho).log_z_total
+        out = np.empty(Xnew.shape[0])
+        for j, x in enumerate(Xnew):
+            Y = np.vstack([self.X, x])
+            lz = root_mixture(self.log_beta_finite(Y), self.root.log_predictive(Y)).log_z_total
+            out[j] = lz - base + (T - 1) * np.log(T) - T * np.log(T + 1.0)
+        return out
+
+    def log_beta_finite(self, Y):
+        lb = gaussian_log_lik_matrix(Y, Y, self.B, self.Sigma)
+        np.fill_diagonal(lb, 0.0)
+        return lb
 
     # ------------------------------------------------------------------
     def _proposal_sample(self, n, rng):

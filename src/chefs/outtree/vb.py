@@ -63,7 +63,10 @@ def init_state(X: np.ndarray, prior: MNIW, root: NIW) -> VBState:
     """
     B0, Sigma0 = prior.point_estimate()
     lb = gaussian_log_lik_matrix(X, X, B0, Sigma0)
-    mix = root_mixture(lb, root.log_predictive(X))
+    log_rho = root.log_predictive(X)
+    # the most plausible root under the root model is a good column to replace;
+    # root_mixture falls back to the all-roots elimination if it is not
+    mix = root_mixture(lb, log_rho, root_hint=int(np.argmax(log_rho)))
     return VBState(prior.posterior(X, mix.edge_marginals), mix.edge_marginals, mix.q_root, 0)
 
 
@@ -120,17 +123,37 @@ def run_vb(X: np.ndarray, prior: MNIW, root: NIW, iters: int = 30, tol: float = 
     """Iterate :func:`vb_step` until the relative ELBO change is below ``tol``.
 
     Returns ``(state, infos)``. Passing ``state`` resumes from it.
+
+    Safeguard (derivations, sec. 8): the structure bound ``elbo_structure`` is
+    exact for the current ``q_c`` (log-partition from a factorisation whose
+    row identity was checked, else from the subtraction-free elimination),
+    while the edge marginals behind the parameter update lose digits when the
+    Laplacian is ill-conditioned (high-dimensional data, weakly coupled
+    clusters). If a parameter update made the next structure bound *lower*,
+    that update is undone and the iteration stops, so the returned ``q_c`` is
+    the best one visited and the structure-bound trace never decreases.
     """
     log_rho = root.log_predictive(X)
     if state is None:
         state = init_state(X, prior, root)
     infos: list[VBInfo] = []
+    previous: VBState | None = None  # input state of the last accepted step
     prev = -np.inf
     for _ in range(iters):
-        state, info = vb_step(X, state, prior, log_rho)
+        new, info = vb_step(X, state, prior, log_rho)
+        if infos and info.elbo_structure < infos[-1].elbo_structure - 1e-12 * abs(
+                info.elbo_structure):
+            warnings.warn(f"VB stopped at iteration {info.iteration}: the bound fell from "
+                          f"{infos[-1].elbo_structure:.6g} to {info.elbo_structure:.6g} because "
+                          "the edge marginals lost precision; keeping the previous q_c",
+                          RuntimeWarning, stacklevel=2)
+            if len(infos) > 1:  # keep at least one record
+                infos.pop()
+            return previous, infos
         infos.append(info)
         if callback is not None:
             callback(info)
+        previous, state = state, new
         cur = info.elbo_parameters
         if np.isfinite(prev) and abs(cur - prev) <= tol * max(1.0, abs(cur)):
             break
