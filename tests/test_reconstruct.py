@@ -162,3 +162,18 @@ def test_cli_quick_smoke(tmp_path):
         assert r["seed"] == "3"
     assert (out / "reconstruct.md").read_text().startswith("#")
     assert (out / "reconstruct.png").stat().st_size > 1000
+
+
+def test_data_dir_csv(tmp_path):
+    from chefs.bench.reconstruct import load_digits_data, split
+
+    rng = np.random.default_rng(0)
+    arr = np.hstack([rng.integers(0, 17, (30, 64)), np.repeat(np.arange(10), 3)[:, None]])
+    np.savetxt(tmp_path / "digits.csv", arr, delimiter=",", fmt="%d")
+    X, y = load_digits_data(tmp_path)
+    np.testing.assert_array_equal(X, arr[:, :64])
+    tr, te = split(X, y, 10, 10, seed=0)
+    assert len(set(tr) | set(te)) == 20 and sorted(y[te]) == list(range(10))
+    np.savetxt(tmp_path / "digits.csv", arr[:, :10], delimiter=",", fmt="%d")
+    with pytest.raises(ValueError, match="65 columns"):
+        load_digits_data(tmp_path)
