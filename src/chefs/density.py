@@ -162,12 +162,22 @@ class BeliefNetwork:
     out : path or None
         Run directory (a temporary one when None). Refuses to overwrite an
         existing one unless ``force``.
+    activation_update : "mtm", "slice" or "mtm+slice"
+        How hidden activations are updated (``chefs.models.nlgbn.NLGBN``).
+    num_tries : int
+        Tries of the multiple-try Metropolis activation update.
+    structure_warmup : int or None
+        First sweeps with the structure and hyperparameters held fixed, so that
+        the initial hidden units learn features before death moves can remove
+        them (a start-up procedure; part of the burn-in). None: ``burn_in // 2``
+        capped at 300.
     """
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
-                 init_hidden: float = 10.0, inputs=()):
+                 init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
+                 structure_warmup: int | None = None):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -178,6 +188,14 @@ class BeliefNetwork:
         self.out, self.force, self.progress = out, force, progress
         self.checkpoint_every = checkpoint_every
         self.init_hidden = init_hidden
+        from .models.nlgbn import ACTIVATION_UPDATES
+
+        if activation_update not in ACTIVATION_UPDATES:
+            raise ValueError(f"activation_update must be one of {ACTIVATION_UPDATES}, got {activation_update!r}")
+        self.activation_update = activation_update
+        if structure_warmup is not None and (int(structure_warmup) != structure_warmup or structure_warmup < 0):
+            raise ValueError(f"structure_warmup must be a non-negative integer or None, got {structure_warmup!r}")
+        self.structure_warmup = min(300, burn_in // 2) if structure_warmup is None else int(structure_warmup)
         self.inputs = tuple(sorted(int(j) for j in inputs))
 
     # -------------------------------------------------------------- fit
@@ -194,9 +212,11 @@ class BeliefNetwork:
         layered = self.prior != "icp"
         config = ChainConfig(D, orders, self.alpha, self.gamma, self.phi,
                              sample_hyper=("alpha", "gamma", "phi") if self.sample_hyper and not layered else (),
-                             weights=(1.0, 1.0, 0.0, 0.0) if layered else (1.0, 1.0, 1.0, 1.0))
+                             weights=(1.0, 1.0, 0.0, 0.0) if layered else (1.0, 1.0, 1.0, 1.0),
+                             structure_warmup=self.structure_warmup)
         out = self.out or tempfile.mkdtemp(prefix="chefs-fit-")
-        model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries}
+        model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries,
+                 "activation_update": self.activation_update}
         if layered:
             model["structure_prior"] = {"name": self.prior}
         init = self._initial_graph(D)

@@ -27,6 +27,11 @@ def register(sub) -> None:
     f.add_argument("--fixed-hyper", action="store_true", help="keep alpha, gamma, phi fixed (default: sampled)")
     f.add_argument("--inputs", default="", help="comma-separated column indices to condition on (observed at "
                    "theta = 1): the model becomes p(outputs | inputs)")
+    f.add_argument("--activation-update", choices=["mtm", "slice", "mtm+slice"], default="mtm",
+                   help="hidden activations: multiple-try Metropolis, slice sampling, or both")
+    f.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
+    f.add_argument("--warmup", type=nonneg_int, default=None,
+                   help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     f.add_argument("--checkpoint-every", type=positive_float, default=10.0)
     f.add_argument("--no-progress", action="store_true")
     f.add_argument("--force", action="store_true", help="overwrite an existing run directory")
@@ -73,7 +78,8 @@ def cmd_fit(args) -> int:
                         seed=args.seed, alpha=args.alpha, gamma=args.gamma, phi=args.phi,
                         sample_hyper=not args.fixed_hyper, out=out, force=args.force,
                         progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
-                        inputs=_columns(args.inputs))
+                        inputs=_columns(args.inputs), activation_update=args.activation_update,
+                        num_tries=args.num_tries, structure_warmup=args.warmup)
     net.fit(train)
     if test is not None:
         np.save(out / "test.npy", test)

@@ -58,6 +58,13 @@ class ChainConfig:
         Relative frequencies of edge, birth/death, order and depth moves.
     moves_per_sweep : int or None
         Structure moves per sweep (fixed for the chain). None: 4 max(10, 2 D).
+    structure_warmup : int
+        Sweeps at the start of the chain that keep the structure and the
+        hyperparameters fixed and run only the model's within-model updates
+        (``model.update_within``: parameters, latent activations). A start-up
+        procedure (every update still leaves the target invariant): hidden
+        units of the initial graph learn features before death moves can
+        remove them (docs/derivations.md section 3.3). Ignored without a model.
     """
 
     num_observed: int
@@ -69,6 +76,7 @@ class ChainConfig:
     hyper_priors: HyperPriors = field(default_factory=HyperPriors)
     weights: tuple = (1.0, 1.0, 1.0, 1.0)
     moves_per_sweep: int | None = None
+    structure_warmup: int = 0
 
     def __post_init__(self):
         check_hyper(self.alpha, self.gamma, self.phi)
@@ -85,6 +93,9 @@ class ChainConfig:
         if int(self.moves_per_sweep) != self.moves_per_sweep or self.moves_per_sweep < 1:
             raise ValueError(f"moves_per_sweep must be a positive integer, got {self.moves_per_sweep}")
         self.moves_per_sweep = int(self.moves_per_sweep)
+        if int(self.structure_warmup) != self.structure_warmup or self.structure_warmup < 0:
+            raise ValueError(f"structure_warmup must be a non-negative integer, got {self.structure_warmup}")
+        self.structure_warmup = int(self.structure_warmup)
         if isinstance(self.hyper_priors, dict):
             self.hyper_priors = HyperPriors(**self.hyper_priors)
 
@@ -102,6 +113,7 @@ class ChainConfig:
             "hyper_priors": asdict(self.hyper_priors),
             "weights": list(map(float, self.weights)),
             "moves_per_sweep": self.moves_per_sweep,
+            "structure_warmup": self.structure_warmup,
         }
 
     @classmethod
@@ -236,10 +248,16 @@ def sweep(state: ChainState, config: ChainConfig, model=None, plant: int = 0) ->
     """One sweep in place: ``moves_per_sweep`` structure moves, then the sampled hyperparameters.
 
     If the model has ``update(rng, graph_state)`` (its own within-model
-    updates: parameters, latent variables), it runs once per sweep.
+    updates: parameters, latent variables), it runs once per sweep. During the
+    first ``config.structure_warmup`` sweeps a model with ``update_within``
+    runs only that (structure and hyperparameters stay fixed).
     """
     weights = np.asarray(config.weights, dtype=float)
     num_steps = config.moves_per_sweep
+    if state.sweep < config.structure_warmup and model is not None and hasattr(model, "update_within"):
+        model.update_within(state.rng, state.graph)
+        state.sweep += 1
+        return state
     if model is None or getattr(model, "is_null", False):
         _null_moves(state, weights, num_steps, plant)
     elif hasattr(model, "sweep"):

@@ -104,6 +104,77 @@ def mtm_unit(Y, U, MU, W, rho, h, children, J, z, uu):
 
 
 @njit(cache=CACHE)
+def _logpi(y, mu, prec, base, wc, rc, C):
+    d = y - mu
+    return -0.5 * prec * d * d + _logw(y, base, wc, rc, C)
+
+
+
+
+
+@njit(cache=CACHE)
+def slice_unit(Y, U, MU, W, rho, h, children, seed, max_steps=8, plant=0):
+    """Univariate slice sampling (Neal 2003: stepping out, then shrinkage) of
+    unit h's pre-activation at every data point, from its full conditional
+    N(y; MU_h, 1/rho_h) prod_children N(y_c; MU_c^-h + W_hc sigmoid(y), 1/rho_c).
+    Initial bracket width: the prior standard deviation 1/sqrt(rho_h); at most
+    ``max_steps`` widths of stepping out. Leaves each conditional invariant.
+    Random numbers from numba's stream, seeded from ``seed`` (drawn by the
+    caller from its Generator, so runs stay reproducible and resumable).
+    Returns the number of evaluations of the conditional. ``plant`` = 1 (tests
+    only): the prior mean is shifted by 0.5 (a negative control).
+    """
+    np.random.seed(seed)
+    prec = rho[h]
+    shift = 0.5 if plant == 1 else 0.0
+    N = Y.shape[1]
+    C = children.shape[0]
+    w = 1.0 / math.sqrt(rho[h])
+    base = np.empty(C)
+    wc = np.empty(C)
+    rc = np.empty(C)
+    for ci in range(C):
+        wc[ci] = W[h, children[ci]]
+        rc[ci] = rho[children[ci]]
+    evals = 0
+    for n in range(N):
+        y0 = Y[h, n]
+        u_old = U[h, n]
+        mu = MU[h, n] + shift
+        for ci in range(C):
+            c = children[ci]
+            base[ci] = Y[c, n] - MU[c, n] + wc[ci] * u_old
+        level = _logpi(y0, mu, prec, base, wc, rc, C) - np.random.exponential()
+        left = y0 - w * np.random.random()
+        right = left + w
+        jl = int(max_steps * np.random.random())
+        jr = max_steps - 1 - jl
+        while jl > 0 and _logpi(left, mu, prec, base, wc, rc, C) > level:
+            left -= w
+            jl -= 1
+            evals += 1
+        while jr > 0 and _logpi(right, mu, prec, base, wc, rc, C) > level:
+            right += w
+            jr -= 1
+            evals += 1
+        while True:
+            y1 = left + (right - left) * np.random.random()
+            evals += 1
+            if _logpi(y1, mu, prec, base, wc, rc, C) > level:
+                break
+            if y1 < y0:
+                left = y1
+            else:
+                right = y1
+        u_new = _sigmoid(y1)
+        Y[h, n] = y1
+        U[h, n] = u_new
+        for ci in range(C):
+            MU[children[ci], n] += wc[ci] * (u_new - u_old)
+    return evals
+
+
+@njit(cache=CACHE)
 def collapsed(U, Y, MU, W, rho, k, i, cur, v):
     """(gain, mean, var) of regressor U[k] on the residual of i without k."""
     N = Y.shape[1]

@@ -39,6 +39,7 @@ from ..mcmc import _kernels as kern
 from . import _nlgbn_kernels as _kern
 
 LOG_2PI = math.log(2 * math.pi)
+ACTIVATION_UPDATES = ("slice", "mtm", "mtm+slice")
 
 
 def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> tuple[float, float, float]:
@@ -72,7 +73,10 @@ class NLGBN:
 
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
-                 bias_var: float = 1.0, structure_prior=None):
+                 bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm"):
+        if activation_update not in ACTIVATION_UPDATES:
+            raise ValueError(f"activation_update must be one of {ACTIVATION_UPDATES}, got {activation_update!r}")
+        self.activation_update = activation_update
         data = np.asarray(data, dtype=float)
         if data.ndim != 2 or data.shape[0] < 2:
             raise ValueError("NLGBN data must be a 2-D array with at least two rows")
@@ -163,16 +167,23 @@ class NLGBN:
         return float(sum(self.node_loglik(i) for i in range(self.D)) + self.jacobian.sum())
 
     # -------------------------------------------------------- activations
-    def update_activations(self, rng, state) -> None:
-        """Multiple-try Metropolis for every hidden unit (numba kernel, per data point)."""
+    def update_activations(self, rng, state, plant: int = 0) -> None:
+        """Every hidden unit's activations, one data point at a time (numba kernels):
+        multiple-try Metropolis with tries from the prior given the parents
+        (``"mtm"``, the default), univariate slice sampling of the full
+        conditional (``"slice"``), or both in turn. ``plant`` (tests only): a planted
+        error in the slice sampler's conditional (the prior mean shifted)."""
         for h in np.flatnonzero(state.alive & ~state.obs):
             ch = self.children(state, h)
-            J = self.num_tries
-            z = rng.standard_normal((2 * J - 1, self.N))
-            uu = rng.random((2, self.N))
-            acc = _kern.mtm_unit(self.Y, self.U, self.MU, self.W, self.rho, h, ch, J, z, uu)
-            self.stats[4, 0] += self.N
-            self.stats[4, 1] += acc
+            if self.activation_update != "slice":
+                J = self.num_tries
+                z = rng.standard_normal((2 * J - 1, self.N))
+                uu = rng.random((2, self.N))
+                acc = _kern.mtm_unit(self.Y, self.U, self.MU, self.W, self.rho, h, ch, J, z, uu)
+                self.stats[4, 0] += self.N
+                self.stats[4, 1] += acc
+            if self.activation_update != "mtm":
+                _kern.slice_unit(self.Y, self.U, self.MU, self.W, self.rho, h, ch, int(rng.integers(2**31)), 8, plant)
 
     # ---------------------------------------------------------- parameters
     def update_parameters(self, rng, state, priors) -> None:
@@ -331,11 +342,15 @@ class NLGBN:
             h = tok.born[0] if kind == 1 else tok.removed[0]
             self._accept_birth_death(rng, state, kind, lr, h, tok.child, lambda: prior.undo(state, tok))
 
-    def sweep(self, rng, state, config, hyper) -> None:
-        """One full sweep (see the module docstring)."""
+    def update_within(self, rng, state) -> None:
+        """Activations and parameters for a fixed structure (steps 1-2 of a sweep)."""
         self.match_capacity(state)
         self.update_activations(rng, state)
         self.update_parameters(rng, state, self.rho_prior)
+
+    def sweep(self, rng, state, config, hyper) -> None:
+        """One full sweep (see the module docstring)."""
+        self.update_within(rng, state)
         if self.structure_prior is not None:
             self.edge_pass_prior(rng, state)
             for _ in range(self.structure_moves):
