@@ -36,8 +36,8 @@ PAPER = {
     "baseline": [0.0312, 0.0138, 0.0436, 0.0234, 0.1930, 0.3059, 0.1079, 0.1299, 0.3387],
 }
 
-QUICK = {"sweeps": 80, "burn_in": 40, "thin": 4, "max_train": 600, "outtree_max": 250}
-FULL = {"sweeps": 1000, "burn_in": 500, "thin": 10, "max_train": None, "outtree_max": 1000}
+QUICK = {"sweeps": 80, "burn_in": 40, "thin": 4, "max_train": 600, "outtree_max": 250, "num_tries": 4}
+FULL = {"sweeps": 1000, "burn_in": 500, "thin": 10, "max_train": None, "outtree_max": 1000, "num_tries": 4}
 
 
 class _Standardizer:
@@ -92,11 +92,12 @@ def fit_outtree(train, test, n, rng, max_train):
     return fantasy, ll
 
 
-def fit_network(prior, train, test, n, rng, settings, out):
+def fit_network(prior, train, test, n, rng, settings, out, chains=1):
     from ..density import BeliefNetwork
 
     net = BeliefNetwork(prior=prior, sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
-                        seed=int(rng.integers(2**31)), out=out, force=True, progress=False, checkpoint_every=30.0)
+                        chains=chains, seed=int(rng.integers(2**31)), out=out, force=True, progress=False,
+                        checkpoint_every=30.0, num_tries=settings["num_tries"])
     net.fit(train)
     fantasy = net.sample(n, rng=rng)
     lp = net.score_samples(test, num_is=32, max_samples=20)
@@ -106,8 +107,13 @@ def fit_network(prior, train, test, n, rng, settings, out):
     return fantasy, ll, note
 
 
-def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print) -> Path:
-    """Run the benchmark; writes table1.csv, table1.md and figures under ``out``."""
+def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
+               chains: int = 1) -> Path:
+    """Run the benchmark; writes table1.csv, table1.md and figures under ``out``.
+    ``chains`` independent MCMC chains per belief-network fit (pooled; run in
+    parallel processes by the chain driver)."""
+    if int(chains) != chains or chains < 1:
+        raise ValueError(f"chains must be a positive integer, got {chains!r}")
     from ..datasets import load_split
 
     settings = QUICK if quick else FULL
@@ -152,7 +158,7 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
                                 note = f"fitted on {settings['outtree_max']} training points"
                         else:
                             fantasy, ll, note = fit_network(model, train, test, n, rng, settings,
-                                                            out / "runs" / f"{ds}-{model}-{seed}")
+                                                            out / "runs" / f"{ds}-{model}-{seed}", chains)
                     except (ValueError, ImportError, NotImplementedError) as err:
                         log(f"  {ds} {model}: skipped ({err})")
                         continue
