@@ -35,6 +35,26 @@ from .matrix_tree import (LOG_FLOOR, koo_matrix, log_partition_all_roots, root_m
 
 __all__ = ["Predictive"]
 
+
+def _slogdet_small(M):
+    """``(sign, log|det M|)`` from one LAPACK getrf (less overhead than ``np.linalg.slogdet``)."""
+    lu, piv, info = scipy.linalg.lapack.dgetrf(M, overwrite_a=True)
+    if info > 0:
+        return 0.0, -np.inf
+    d = np.diag(lu)
+    neg = int(np.sum(d < 0)) + int(np.sum(piv != np.arange(d.size)))
+    return (-1.0 if neg % 2 else 1.0), float(np.sum(np.log(np.abs(d))))
+
+
+def _single_thread():
+    """Context manager limiting BLAS to one thread (no-op without threadpoolctl)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        import contextlib
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
+
 _SUPPORT_LOG_TOL = -45.0  # drop parent weights below e^-45 of the |G| scale
 
 
@@ -129,37 +149,52 @@ class Predictive:
         log_a = gaussian_log_lik_matrix(Xs, X, self.B, self.Sigma)
         log_b = gaussian_log_lik_matrix(X, Xs, self.B, self.Sigma).T
         log_rho_new = self.root.log_predictive(Xs) - self.shift  # column c is scaled by e^-shift
-        m_new = np.maximum(log_a.max(axis=1), log_rho_new)  # row x* is divided by e^m_new
-        a = np.exp(log_a - m_new[:, None])
-        rho_new = np.exp(log_rho_new - m_new)
+        # x*'s row is linear in (a, rho*): the trees where x* has a parent (scale m_a) and
+        # those where x* is the root (scale log rho*) are summed in log space, so neither
+        # underflows when the other dominates.
+        m_a = log_a.max(axis=1)
+        a = np.exp(log_a - m_a[:, None])
         rel_b = log_b - self.m[None, :]  # log of b~_u = b_u / e^{m_u} (row u's scale)
         R = -a
-        R[:, c] = rho_new
+        R[:, c] = 0.0
         RG = R @ G  # the O(T^2) part, batched as one matrix product
         sum_a = a.sum(axis=1)
         out = np.empty(n)
         scale = np.log(np.maximum(self.diagG, 1.0))
-        with np.errstate(divide="ignore"):
-            low = np.log(sum_a)
+        low = m_a + np.log(sum_a)  # x* a leaf: exact lower bound
+        with _single_thread():  # small LUs: BLAS threads only add synchronisation cost
+            self._score_loop(out, n, rel_b, scale, low, sum_a, RG, G, c, m_a, log_rho_new)
+        return out + self._const
+
+    def _score_loop(self, out, n, rel_b, scale, low, sum_a, RG, G, c, m_a, log_rho_new):
         for j in range(n):
-            keep = np.nonzero(rel_b[j] + scale > _SUPPORT_LOG_TOL)[0]
+            sc = rel_b[j] + scale
+            keep = np.nonzero(sc > min(0.0, sc.max()) + _SUPPORT_LOG_TOL)[0]
             k = keep.size
             self.support_sizes.append(k)
             if k:
-                # ratio = det [[I + D G_KK, beta], [-(r'G)_K, sum a]]  (derivations, sec. 6),
-                # row u divided by e^{sigma_u}, sigma_u = max(log b~_u, 0), so no entry overflows
+                # ratio = det C (s + g'C^-1 beta) with C = I + D G_KK (derivations, sec. 6);
+                # row u of [C, beta] divided by e^{sigma_u}, sigma_u = max(log b~_u, 0)
                 lbk = rel_b[j, keep]
                 sig = np.maximum(lbk, 0.0)
                 bs = np.exp(lbk - sig)  # b~_u e^-sigma_u <= 1
                 ds = np.where(keep == c, 0.0, bs)  # no diagonal change in the root column
-                Mk = np.empty((k + 1, k + 1))
-                Mk[:k, :k] = ds[:, None] * G[np.ix_(keep, keep)]
-                Mk[np.arange(k), np.arange(k)] += np.exp(-sig)
-                Mk[:k, k] = bs
-                Mk[k, :k] = -RG[j, keep]
-                Mk[k, k] = sum_a[j]
-                sign, logdet = np.linalg.slogdet(Mk)
-                val = logdet + sig.sum() if sign > 0 else -np.inf
+                Ck = ds[:, None] * G[np.ix_(keep, keep)]
+                Ck[np.arange(k), np.arange(k)] += np.exp(-sig)
+                lu, piv, info = scipy.linalg.lapack.dgetrf(Ck, overwrite_a=True)
+                d = np.diag(lu)
+                if info > 0 or (int(np.sum(d < 0)) + int(np.sum(piv != np.arange(k)))) % 2:
+                    val = -np.inf
+                else:
+                    y, _ = scipy.linalg.lapack.dgetrs(lu, piv, bs)
+                    logdet_c = float(np.sum(np.log(np.abs(d)))) + sig.sum()
+                    t_a = sum_a[j] + RG[j, keep] @ y  # x* has a parent (scale e^m_a)
+                    t_r = G[c, keep] @ y  # x* is the root (times rho*)
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        val = logdet_c + np.logaddexp(m_a[j] + np.log(t_a),
+                                                      log_rho_new[j] + np.log(t_r))
+                    if not (t_a > 0 and t_r >= 0):
+                        val = -np.inf
             else:
                 val = low[j]
             # Exact lower bound: the trees in which x* is a leaf give det ratio
@@ -169,8 +204,7 @@ class Predictive:
                 if not (np.isfinite(val) and val > low[j] - 1e-9):
                     self.n_fallback += 1
                 val = low[j]
-            out[j] = self._const + m_new[j] + val
-        return out
+            out[j] = val
 
     def log_ratio_direct(self, Xnew: np.ndarray) -> np.ndarray:
         """Reference: ``log p_{T+1} - log p_T`` from two all-roots log-partitions.
