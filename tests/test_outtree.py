@@ -186,6 +186,7 @@ def test_estimator_api_and_sampling(tmp_path):
     np.array([[1.0, np.inf], [2.0, 3.0]]),
     np.array([[1.0, 2.0]]),
     np.array([1.0, 2.0, 3.0]),
+    np.array([[1.0, 2.0], [1.0, 3.0], [1.0, 4.0]]),  # constant column
 ])
 def test_bad_input_raises(bad):
     with pytest.raises(ValueError):

@@ -85,7 +85,7 @@ def register(subparsers) -> None:
     f.add_argument("--data", required=True, help="data set NAME or CSV file")
     f.add_argument("--out", required=True, help="RUN directory to create")
     f.add_argument("--seed", type=nonneg_int, default=0)
-    f.add_argument("--iters", type=positive_int, default=15, help="maximum VB iterations")
+    f.add_argument("--iters", type=positive_int, default=12, help="maximum VB iterations")
     f.add_argument("--force", action="store_true", help="overwrite an existing RUN")
     f.set_defaults(func=_fit)
 

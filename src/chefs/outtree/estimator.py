@@ -78,8 +78,8 @@ class OutTree:
     q_c_ : MNIW posterior over ``(A, c, Sigma)``.
     """
 
-    def __init__(self, iters: int = 15, tol: float = 5e-4, noise_scale: float = 0.1,
-                 normalizer_samples: int = 4096):
+    def __init__(self, iters: int = 12, tol: float = 5e-4, noise_scale: float = 0.1,
+                 normalizer_samples: int = 1024):
         if int(iters) < 1:
             raise ValueError("iters must be a positive integer")
         if not tol > 0:
