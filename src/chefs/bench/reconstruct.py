@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 PRIORS = ("cibp", "icp", "ecibp")
-# sized on the 2-core development machine: ~8-10 sweeps/s on 500 images
+# sized on the shared 2-core development machine (~8-10 sweeps/s on 500 images): the default run
+# took 13 min wall for both priors at load ~8 (5.7 min CPU), --quick 1.75 min (docs/derivations-reconstruct.md)
 FULL = {"sweeps": 2400, "burn_in": 1200, "num_train": 500, "num_test": 100, "impute_sweeps": 100, "samples": 40}
 QUICK = {"sweeps": 300, "burn_in": 150, "num_train": 500, "num_test": 100, "impute_sweeps": 40, "samples": 15}
 SIDE = 8
