@@ -184,3 +184,24 @@ def test_geweke_other_activation_updates(activation_update):
     zs = geweke_test(make_model(activation_update=activation_update), config, 4000, 4000,
                      np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_geweke_sampled_weight_variance():
+    """With the weights' precision sampled under a Gamma(2, 2) prior the full
+    sampler passes the Geweke test (test functions include log weight_var)."""
+    config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
+    zs = geweke_test(make_model(weight_prior=(2.0, 2.0)), config, 4000, 4000, np.random.default_rng(3), **GW)
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_geweke_negative_control_wrong_weight_variance_conditional(monkeypatch):
+    """Plant: the Gibbs update of the weight variance uses the wrong prior rate."""
+    orig = NLGBN.update_weight_var
+
+    def planted(self, rng, state, prior=None):
+        return orig(self, rng, state, (2.0, 6.0))
+
+    monkeypatch.setattr(NLGBN, "update_weight_var", planted)
+    config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
+    zs = geweke_test(make_model(weight_prior=(2.0, 2.0)), config, 4000, 4000, np.random.default_rng(3), **GW)
+    assert max(abs(z) for z in zs.values()) > Z, zs

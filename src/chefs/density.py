@@ -166,6 +166,9 @@ class BeliefNetwork:
         How hidden activations are updated (``chefs.models.nlgbn.NLGBN``).
     num_tries : int
         Tries of the multiple-try Metropolis activation update.
+    weight_prior : (shape, rate) or None
+        Gamma prior on the precision of the edge weights, sampled by Gibbs
+        (003 section 3.4); None keeps W ~ N(0, 1).
     structure_warmup : int or None
         First sweeps with the structure and hyperparameters held fixed, so that
         the initial hidden units learn features before death moves can remove
@@ -177,7 +180,7 @@ class BeliefNetwork:
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
-                 structure_warmup: int | None = None):
+                 structure_warmup: int | None = None, weight_prior=None):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -196,6 +199,11 @@ class BeliefNetwork:
         if structure_warmup is not None and (int(structure_warmup) != structure_warmup or structure_warmup < 0):
             raise ValueError(f"structure_warmup must be a non-negative integer or None, got {structure_warmup!r}")
         self.structure_warmup = min(300, burn_in // 2) if structure_warmup is None else int(structure_warmup)
+        if weight_prior is not None:
+            weight_prior = [float(v) for v in weight_prior]
+            if len(weight_prior) != 2 or not all(v > 0 and np.isfinite(v) for v in weight_prior):
+                raise ValueError(f"weight_prior must be (shape, rate) with both > 0, got {weight_prior}")
+        self.weight_prior = weight_prior
         self.inputs = tuple(sorted(int(j) for j in inputs))
 
     # -------------------------------------------------------------- fit
@@ -216,7 +224,7 @@ class BeliefNetwork:
                              structure_warmup=self.structure_warmup)
         out = self.out or tempfile.mkdtemp(prefix="chefs-fit-")
         model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries,
-                 "activation_update": self.activation_update}
+                 "activation_update": self.activation_update, "weight_prior": self.weight_prior}
         if layered:
             model["structure_prior"] = {"name": self.prior}
         init = self._initial_graph(D)

@@ -32,6 +32,8 @@ def register(sub) -> None:
     f.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
+    f.add_argument("--weight-prior", default=None, metavar="SHAPE,RATE",
+                   help="Gamma prior on the weights' precision, sampled (default: weights ~ N(0, 1) fixed)")
     f.add_argument("--checkpoint-every", type=positive_float, default=10.0)
     f.add_argument("--no-progress", action="store_true")
     f.add_argument("--force", action="store_true", help="overwrite an existing run directory")
@@ -79,7 +81,8 @@ def cmd_fit(args) -> int:
                         sample_hyper=not args.fixed_hyper, out=out, force=args.force,
                         progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
                         inputs=_columns(args.inputs), activation_update=args.activation_update,
-                        num_tries=args.num_tries, structure_warmup=args.warmup)
+                        num_tries=args.num_tries, structure_warmup=args.warmup,
+                        weight_prior=_pair(args.weight_prior, "--weight-prior"))
     net.fit(train)
     if test is not None:
         np.save(out / "test.npy", test)
@@ -168,3 +171,16 @@ def cmd_plot(args) -> int:
     (out / "representative.json").write_text(json.dumps(rep))
     print(f"wrote {out / 'fantasy.png'}, {out / 'traces.png'}, {out / 'posterior_dag.png'}")
     return 0
+
+
+def _pair(text, flag):
+    """Two comma-separated positive numbers, or None."""
+    if text is None:
+        return None
+    try:
+        vals = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{flag} takes two comma-separated numbers (shape,rate), got {text!r}") from None
+    if len(vals) != 2:
+        raise ValueError(f"{flag} takes two comma-separated numbers (shape,rate), got {text!r}")
+    return tuple(vals)

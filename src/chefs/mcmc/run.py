@@ -53,6 +53,7 @@ def make_model(spec: dict | None, run_dir=None, state=None):
         return NLGBN(data, state.graph.capacity, state.rng, num_tries=spec.get("num_tries", 4),
                      structure_moves=spec.get("structure_moves"),
                      activation_update=spec.get("activation_update", "mtm"),
+                     weight_prior=spec.get("weight_prior"),
                      structure_prior=make_structure_prior(spec.get("structure_prior")))
     raise ValueError(f"unknown model {spec.get('name')!r}")
 

@@ -73,7 +73,8 @@ class NLGBN:
 
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
-                 bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm"):
+                 bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm",
+                 weight_prior=None):
         if activation_update not in ACTIVATION_UPDATES:
             raise ValueError(f"activation_update must be one of {ACTIVATION_UPDATES}, got {activation_update!r}")
         self.activation_update = activation_update
@@ -86,6 +87,14 @@ class NLGBN:
         self.num_tries = int(num_tries)
         self.rho_prior = (float(rho_prior[0]), float(rho_prior[1]))
         self.weight_var, self.bias_var = float(weight_var), float(bias_var)
+        # None: W ~ N(0, weight_var) fixed; (shape, rate): the weights' precision
+        # 1/weight_var ~ Gamma(shape, rate) is sampled (003 section 3.4's
+        # normal-gamma hyperprior, one precision for all weights)
+        if weight_prior is not None:
+            weight_prior = (float(weight_prior[0]), float(weight_prior[1]))
+            if not (weight_prior[0] > 0 and weight_prior[1] > 0 and all(map(math.isfinite, weight_prior))):
+                raise ValueError(f"weight_prior must be (shape, rate) > 0, got {weight_prior}")
+        self.weight_prior = weight_prior
         # None: the ICP (numba kernels of chefs.mcmc); otherwise an object with the
         # prior-move API of chefs.priors.cibp (edge_candidates, edge_prior_prob,
         # propose_birth_death, undo, update_hyper)
@@ -347,6 +356,22 @@ class NLGBN:
         self.match_capacity(state)
         self.update_activations(rng, state)
         self.update_parameters(rng, state, self.rho_prior)
+        self.update_weight_var(rng, state)
+
+    def edge_weights(self, state) -> np.ndarray:
+        """Weights of the edges between alive units."""
+        al = np.flatnonzero(state.alive)
+        sub = np.ix_(al, al)
+        return self.W[sub][state.Z[sub]]
+
+    def update_weight_var(self, rng, state, prior=None) -> None:
+        """Gibbs update of the weights' common variance under its Gamma prior on
+        the precision (no-op when ``weight_prior`` is None)."""
+        prior = prior or self.weight_prior
+        if prior is None:
+            return
+        w = self.edge_weights(state)
+        self.weight_var = 1.0 / rng.gamma(prior[0] + 0.5 * w.size, 1.0 / (prior[1] + 0.5 * float(w @ w)))
 
     def sweep(self, rng, state, config, hyper) -> None:
         """One full sweep (see the module docstring)."""
@@ -374,6 +399,8 @@ class NLGBN:
         structure (ancestrally): the marginal-conditional side of a Geweke test."""
         self.match_capacity(state)
         self.W[:] = 0.0
+        if self.weight_prior is not None:
+            self.weight_var = 1.0 / rng.gamma(self.weight_prior[0], 1.0 / self.weight_prior[1])
         for i in state.canonical_slots()[np.argsort(-state.theta[state.canonical_slots()], kind="stable")]:
             pa = self.parents(state, i)
             self.b[i] = rng.normal() * math.sqrt(self.bias_var)
@@ -397,6 +424,7 @@ class NLGBN:
         return {"y_obs_mean": float(self.Y[obs].mean()), "y_obs_sq": float((self.Y[obs] ** 2).mean()),
                 "u_obs_mean": float(self.U[obs].mean()), "b_obs": float(self.b[obs].mean()),
                 "log_rho_obs": float(np.log(self.rho[obs]).mean()),
+                "log_weight_var": math.log(self.weight_var),
                 "u_hidden_sum": float(self.U[hid].mean(axis=1).sum()) if hid.size else 0.0,
                 # joint functions of structure and data (the structure moves' business)
                 "indeg_x_yvar": float(np.sum(state.npar[obs] * self.Y[obs].var(axis=1))),
@@ -414,7 +442,7 @@ class NLGBN:
         if self.structure_prior is not None:
             extra = {"prior_alpha": self.structure_prior.alpha, "prior_beta": self.structure_prior.beta}
         with open(tmp, "wb") as fh:
-            np.savez(fh, **{k: getattr(self, k) for k in self.ARRAYS}, **extra)
+            np.savez(fh, **{k: getattr(self, k) for k in self.ARRAYS}, weight_var=self.weight_var, **extra)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -423,6 +451,8 @@ class NLGBN:
         with np.load(path, allow_pickle=False) as z:
             for k in self.ARRAYS:
                 setattr(self, k, np.array(z[k]))
+            if "weight_var" in z:
+                self.weight_var = float(z["weight_var"])
             if self.structure_prior is not None and "prior_alpha" in z:
                 self.structure_prior.alpha = np.array(z["prior_alpha"])
                 self.structure_prior.beta = np.array(z["prior_beta"])
