@@ -176,10 +176,12 @@ def test_activation_kernel_negative_control_planted_prior_shift():
     assert abs(z_mean) > Z and ks < 1e-4, (z_mean, ks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("activation_update", ["slice"])
 def test_geweke_other_activation_updates(activation_update):
     """The full sampler with the slice-sampling activation update passes the same
-    Geweke test as the default multiple-try Metropolis."""
+    Geweke test as the default multiple-try Metropolis (slow: the kernel itself is
+    checked against its exact conditional in the fast suite)."""
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
     zs = geweke_test(make_model(activation_update=activation_update), config, 4000, 4000,
                      np.random.default_rng(3), **GW)
