@@ -40,6 +40,16 @@ def _functions(model, g: GraphState) -> dict:
     return out
 
 
+def _icp_draw_state(config: ChainConfig):
+    """Structures from the ICP of ``config`` through the chefs process."""
+    prior = ICP(config.alpha, config.gamma, config.phi)
+
+    def draw_state(rng):
+        return GraphState.from_dag(prior.sample(rng, config.num_observed, observed_order=config.observed_order))
+
+    return draw_state
+
+
 def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rng: np.random.Generator,
                 sweeps_between: int = 1, batches: int = 40, plant: int = 0, draw_state=None) -> dict:
     """Run both simulators; returns {function: z-score} (|z| large = failure).
@@ -47,11 +57,7 @@ def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rn
     ``draw_state(rng) -> GraphState`` draws a structure from the prior (default:
     the ICP of ``config`` through the chefs process).
     """
-    if draw_state is None:
-        prior = ICP(config.alpha, config.gamma, config.phi)
-
-        def draw_state(rng):
-            return GraphState.from_dag(prior.sample(rng, config.num_observed, observed_order=config.observed_order))
+    draw_state = draw_state or _icp_draw_state(config)
 
     fwd: dict[str, list] = {}
     for _ in range(int(num_forward)):
@@ -98,11 +104,7 @@ def stationarity_test(model, config: ChainConfig, num_replicates: int, num_sweep
         raise ValueError(f"num_replicates must be an integer >= 2, got {num_replicates}")
     if int(num_sweeps) != num_sweeps or num_sweeps < 1:
         raise ValueError(f"num_sweeps must be a positive integer, got {num_sweeps}")
-    if draw_state is None:
-        prior = ICP(config.alpha, config.gamma, config.phi)
-
-        def draw_state(rng):
-            return GraphState.from_dag(prior.sample(rng, config.num_observed, observed_order=config.observed_order))
+    draw_state = draw_state or _icp_draw_state(config)
 
     diffs: dict[str, list] = {}
     for _ in range(int(num_replicates)):

@@ -33,6 +33,26 @@ def _logw(y, base, wc, rc, C):
 
 
 @njit(cache=CACHE)
+def _child_params(W, rho, h, children):
+    """Weights from h to its children and the children's precisions."""
+    C = children.shape[0]
+    wc = np.empty(C)
+    rc = np.empty(C)
+    for ci in range(C):
+        wc[ci] = W[h, children[ci]]
+        rc[ci] = rho[children[ci]]
+    return wc, rc
+
+
+@njit(cache=CACHE)
+def _residuals_without(Y, MU, children, wc, u_old, n, base):
+    """Each child's residual at point n without h's contribution (into ``base``)."""
+    for ci in range(children.shape[0]):
+        c = children[ci]
+        base[ci] = Y[c, n] - MU[c, n] + wc[ci] * u_old
+
+
+@njit(cache=CACHE)
 def mtm_unit(Y, U, MU, W, rho, h, children, J, z, uu):
     """Multiple-try Metropolis update of unit h's activations, one data point at
     a time: J tries from N(MU_h, 1/rho_h), one selected with probability
@@ -50,18 +70,12 @@ def mtm_unit(Y, U, MU, W, rho, h, children, J, z, uu):
     lw = np.empty(J)
     lr = np.empty(J)
     base = np.empty(C)
-    wc = np.empty(C)
-    rc = np.empty(C)
-    for ci in range(C):
-        wc[ci] = W[h, children[ci]]
-        rc[ci] = rho[children[ci]]
+    wc, rc = _child_params(W, rho, h, children)
     acc = 0
     for n in range(N):
         u_old = U[h, n]
         mu = MU[h, n]
-        for ci in range(C):
-            c = children[ci]
-            base[ci] = Y[c, n] - MU[c, n] + wc[ci] * u_old  # child's residual without h
+        _residuals_without(Y, MU, children, wc, u_old, n, base)
         mx = -np.inf
         for j in range(J):
             y = mu + sd * z[j, n]
@@ -131,19 +145,13 @@ def slice_unit(Y, U, MU, W, rho, h, children, seed, max_steps=8, plant=0):
     C = children.shape[0]
     w = 1.0 / math.sqrt(rho[h])
     base = np.empty(C)
-    wc = np.empty(C)
-    rc = np.empty(C)
-    for ci in range(C):
-        wc[ci] = W[h, children[ci]]
-        rc[ci] = rho[children[ci]]
+    wc, rc = _child_params(W, rho, h, children)
     evals = 0
     for n in range(N):
         y0 = Y[h, n]
         u_old = U[h, n]
         mu = MU[h, n] + shift
-        for ci in range(C):
-            c = children[ci]
-            base[ci] = Y[c, n] - MU[c, n] + wc[ci] * u_old
+        _residuals_without(Y, MU, children, wc, u_old, n, base)
         level = _logpi(y0, mu, prec, base, wc, rc, C) - np.random.exponential()
         left = y0 - w * np.random.random()
         right = left + w
