@@ -20,3 +20,31 @@ def test_table1_quick_ring(tmp_path, capsys):
     assert "paper" in text and "| icp |" in text
     assert (out / "fantasy_toy.png").exists()
     assert main(["bench", "table1", "--out", str(out), "--datasets", "nope"]) == 2
+
+
+def _write(path, rows):
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["dataset", "model", "seed", "hellinger", "heldout_loglik", "seconds", "note"])
+        w.writeheader()
+        for ds, m, hd in rows:
+            w.writerow({"dataset": ds, "model": m, "seed": 0, "hellinger": hd, "heldout_loglik": "", "seconds": 1,
+                        "note": ""})
+
+
+def test_table1_merge_counts_targets(tmp_path, capsys):
+    """Two partial runs merge into one table; the target lines count the data
+    sets where the ICP beats both layered priors and where its ratio to the
+    baseline is no worse than the paper's (ring: 1.29, two-moons: 2.48)."""
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    _write(a, [("ring", "baseline", 0.03), ("ring", "icp", 0.036), ("ring", "cibp", 0.05), ("ring", "ecibp", 0.04)])
+    _write(b, [("two-moons", "baseline", 0.04), ("two-moons", "icp", 0.2), ("two-moons", "cibp", 0.1),
+               ("two-moons", "ecibp", 0.3)])
+    out = tmp_path / "m"
+    assert main(["bench", "table1-merge", str(a), str(b), "--out", str(out)]) == 0
+    text = (out / "table1.md").read_text()
+    assert "ahead of both CIBP and ECIBP: 1 of 2 (ring)" in text
+    assert "paper's ICP ratio: 1 of 2 (ring)" in text
+    assert len(list(csv.DictReader(open(out / "table1.csv")))) == 8
+    bad = tmp_path / "bad.csv"
+    bad.write_text("x,y\n1,2\n")
+    assert main(["bench", "table1-merge", str(bad), "--out", str(out)]) == 2

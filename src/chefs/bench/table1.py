@@ -212,6 +212,7 @@ def write_markdown(rows, path, datasets) -> None:
             p = f"{PAPER[m][idx[ds]] / PAPER['baseline'][idx[ds]]:.2f}" if m in PAPER else "—"
             cells.append(f"{o} (paper {p})")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += ["", "## Targets (issue 5)", ""] + target_lines(rows, datasets)
     lines += ["", "## The paper's Table 1 (002), for reference", "",
               "| model | " + " | ".join(DATASETS) + " |", "|---|" + "---|" * len(DATASETS)]
     for m, vals in PAPER.items():
@@ -219,6 +220,54 @@ def write_markdown(rows, path, datasets) -> None:
     lines += ["", "Our Hellinger estimator's noise floor differs from the paper's (see docs/derivations-data.md):",
               "compare our rows with each other and with our baseline row, and with the paper only as ratios."]
     Path(path).write_text("\n".join(lines) + "\n")
+
+
+def target_lines(rows, datasets) -> list[str]:
+    """How many data sets have the ICP ahead of both CIBP and ECIBP (mean HD),
+    and its HD-to-baseline ratio no worse than the paper's ICP ratio."""
+    def mean_hd(ds, m):
+        v = [float(r["hellinger"]) for r in rows if r["dataset"] == ds and r["model"] == m]
+        return float(np.mean(v)) if v else None
+
+    idx = {d: j for j, d in enumerate(DATASETS)}
+    ahead, ahead_of, ratio_ok, ratio_of = [], 0, [], 0
+    for ds in datasets:
+        icp, cibp, ecibp, base = (mean_hd(ds, m) for m in ("icp", "cibp", "ecibp", "baseline"))
+        if icp is not None and cibp is not None and ecibp is not None:
+            ahead_of += 1
+            if icp < min(cibp, ecibp):
+                ahead.append(ds)
+        if icp is not None and base is not None:
+            ratio_of += 1
+            if icp / base <= PAPER["icp"][idx[ds]] / PAPER["baseline"][idx[ds]]:
+                ratio_ok.append(ds)
+    return [f"* ICP ahead of both CIBP and ECIBP: {len(ahead)} of {ahead_of} ({', '.join(ahead) or 'none'}); "
+            "target at least 7 of 9 (the paper: 8).",
+            f"* ICP HD/baseline ratio no worse than the paper's ICP ratio: {len(ratio_ok)} of {ratio_of} "
+            f"({', '.join(ratio_ok) or 'none'}); target at least 6 of 9."]
+
+
+def merge_tables(csv_paths, out) -> Path:
+    """Merge the ``table1.csv`` files of separate runs (e.g. data sets run in
+    parallel processes) into one ``table1.csv`` and ``table1.md`` under ``out``."""
+    rows = []
+    for p in csv_paths:
+        with open(p, newline="") as fh:
+            rows.extend(csv.DictReader(fh))
+    if not rows:
+        raise ValueError("no rows in the given table1.csv files")
+    missing = {"dataset", "model", "seed", "hellinger"} - set(rows[0])
+    if missing:
+        raise ValueError(f"not a table1.csv (missing columns {sorted(missing)})")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "table1.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    present = {r["dataset"] for r in rows}
+    write_markdown(rows, out / "table1.md", [d for d in DATASETS if d in present])
+    return out / "table1.csv"
 
 
 def _figures(fantasies, out) -> None:

@@ -17,6 +17,10 @@ def register(sub) -> None:
     t.add_argument("--quick", action="store_true", help="short chains and subsampled training sets (~5 min)")
     t.add_argument("--data-dir", default=None)
     t.set_defaults(func=cmd_table1)
+    mg = bs.add_parser("table1-merge", help="merge table1.csv files of separate runs into one table")
+    mg.add_argument("csv", nargs="+", help="table1.csv files")
+    mg.add_argument("--out", required=True)
+    mg.set_defaults(func=cmd_table1_merge)
     r = bs.add_parser("reconstruct", help="003 section 5 / Fig. 5a: reconstruct the hidden bottom half of 8x8 digits")
     r.add_argument("--out", required=True)
     r.add_argument("--priors", default="cibp,icp", help="comma-separated structure priors (cibp, icp, ecibp)")
@@ -38,6 +42,15 @@ def cmd_table1(args) -> int:
     datasets = tuple(d.strip() for d in args.datasets.split(",")) if args.datasets else DATASETS
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
     path = run_table1(args.out, datasets, models, tuple(range(args.seeds)), args.quick, args.data_dir, chains=args.chains)
+    print(f"wrote {path}, {path.with_suffix('.md')}")
+    print(path.with_suffix(".md").read_text())
+    return 0
+
+
+def cmd_table1_merge(args) -> int:
+    from ..bench.table1 import merge_tables
+
+    path = merge_tables(args.csv, args.out)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0
