@@ -279,3 +279,20 @@ def test_high_dimensional_real_data_finite_and_monotone():
     assert np.all(np.diff(es) >= -1e-12 * np.abs(es).max())
     assert s.shape == (test.shape[0],) and np.all(np.isfinite(s))
     assert np.all(np.isfinite(m.sample(20, rng=1)))
+
+
+def test_fit_warns_when_the_normaliser_estimate_is_unreliable():
+    """Pinwheel's thin arms leave gaps where the predictive ratio spikes and the
+    importance-sampling normaliser misses most of its mass (derivations-outtree
+    section 10): fit says so. A Gaussian blob does not trigger the warning."""
+    from chefs.datasets import load_split
+
+    tr, _ = load_split("pinwheel", seed=0)
+    X = tr[np.random.default_rng(0).choice(tr.shape[0], 400, replace=False)]
+    with pytest.warns(RuntimeWarning, match="normaliser is unreliable"):
+        m = OutTree().fit(X, rng=np.random.default_rng(1))
+    assert m.log_normalizer_[1] > 0.25
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        m = OutTree().fit(np.random.default_rng(0).normal(size=(200, 2)), rng=np.random.default_rng(1))
+    assert m.log_normalizer_[1] < 0.05

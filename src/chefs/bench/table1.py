@@ -89,7 +89,9 @@ def fit_outtree(train, test, n, rng, max_train):
     m = OutTree().fit(tr, rng=rng)
     fantasy = m.sample(n, rng=rng)
     ll = float(np.mean(m.score_samples(test)))
-    return fantasy, ll
+    se = m.log_normalizer_[1]
+    note = f"normaliser relative SE {se:.2f}: held-out value unreliable" if not se <= 0.25 else ""
+    return fantasy, ll, note
 
 
 def fit_network(prior, train, test, n, rng, settings, out, chains=1):
@@ -153,9 +155,10 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
                         elif model == "dpgmm":
                             fantasy, ll = fit_dpgmm(train, test, n, rng)
                         elif model == "outtree":
-                            fantasy, ll = fit_outtree(train, test, n, rng, settings["outtree_max"])
+                            fantasy, ll, note = fit_outtree(train, test, n, rng, settings["outtree_max"])
                             if train.shape[0] > settings["outtree_max"]:
-                                note = f"fitted on {settings['outtree_max']} training points"
+                                sub = f"fitted on {settings['outtree_max']} training points"
+                                note = f"{sub}; {note}" if note else sub
                         else:
                             fantasy, ll, note = fit_network(model, train, test, n, rng, settings,
                                                             out / "runs" / f"{ds}-{model}-{seed}", chains)

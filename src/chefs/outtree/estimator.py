@@ -11,6 +11,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,9 @@ def _as_rng(rng) -> np.random.Generator:
     if rng is None or isinstance(rng, (int, np.integer)):
         return np.random.default_rng(rng)
     raise ValueError("rng must be a numpy.random.Generator, an int seed or None")
+
+
+NORMALIZER_REL_SE_WARN = 0.25  # relative SE of c(X) above which fit warns
 
 
 class OutTree:
@@ -130,6 +134,10 @@ class OutTree:
         self._root_hint = int(np.argmax(state.q_root))
         self._build_predictive()
         self._pred.estimate_normalizer(self.normalizer_samples, rng)
+        if not self._pred.log_norm_se <= NORMALIZER_REL_SE_WARN:
+            warnings.warn(f"the importance-sampling estimate of the predictive normaliser is unreliable (relative "
+                          f"standard error {self._pred.log_norm_se:.2f}): held-out log-densities may be overstated; "
+                          "see docs/derivations-outtree.md section 10", RuntimeWarning, stacklevel=2)
         self.fit_seconds_ = time.perf_counter() - t0
         return self
 
