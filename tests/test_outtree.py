@@ -296,3 +296,29 @@ def test_fit_warns_when_the_normaliser_estimate_is_unreliable():
         warnings.simplefilter("error", RuntimeWarning)
         m = OutTree().fit(np.random.default_rng(0).normal(size=(200, 2)), rng=np.random.default_rng(1))
     assert m.log_normalizer_[1] < 0.05
+
+
+def test_weakly_coupled_point_scored_by_the_direct_path():
+    """A training point coupled to the rest by about e^-87 makes the
+    column-replaced matrix near-singular (|G_uu| ~ 1e34); new points whose
+    support contains it are scored by the direct O(T^3) path, which agrees
+    with the two all-roots log-partitions. Negative control: the bordered fast
+    update alone is off by more than 5 nats there."""
+    from chefs.outtree import predictive as pr
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(scale=0.3, size=(15, 1)), [[3.0]]])
+    P = Predictive(X, np.array([[1.0, 0.0]]), np.array([[0.04]]), NIW.from_data(X))
+    xs = np.array([[1.8], [2.2], [2.4], [0.1]])
+    assert P.weak.any()
+    fast = P.log_ratio(xs)
+    direct = P.log_ratio_direct(xs)
+    assert np.allclose(fast, direct, rtol=0, atol=1e-8)
+    assert P.n_direct >= 3
+    old = pr._WEAK_COUPLING_G
+    try:
+        pr._WEAK_COUPLING_G = np.inf
+        Q = Predictive(X, np.array([[1.0, 0.0]]), np.array([[0.04]]), NIW.from_data(X))
+        assert np.max(np.abs(Q.log_ratio(xs) - direct)) > 5.0
+    finally:
+        pr._WEAK_COUPLING_G = old

@@ -56,6 +56,11 @@ def _single_thread():
     return threadpool_limits(1)
 
 _SUPPORT_LOG_TOL = -45.0  # drop parent weights below e^-45 of the |G| scale
+# a training point u with |G_uu| above this is coupled to the rest so weakly that
+# the column-replaced matrix is near-singular along it; a new point whose
+# support contains such a u is scored by the direct O(T^3) path (derivations
+# sec. 10: the bordered update can then be wrong in either direction)
+_WEAK_COUPLING_G = 1e10
 
 
 @dataclass
@@ -107,6 +112,8 @@ class Predictive:
         if not q[self.c] > 1e-6 * np.max(q):
             self._factor(int(np.argmax(q)))
         self.diagG = np.abs(np.diag(self.G))
+        self.weak = self.diagG > _WEAK_COUPLING_G
+        self.n_direct = 0  # points scored by the direct path (weakly coupled support)
         self.log_norm = 0.0
         self.n_fallback = 0  # points scored by the leaf lower bound
         self.log_norm_se = np.nan
@@ -163,15 +170,26 @@ class Predictive:
         scale = np.log(np.maximum(self.diagG, 1.0))
         low = m_a + np.log(sum_a)  # x* a leaf: exact lower bound
         with _single_thread():  # small LUs: BLAS threads only add synchronisation cost
-            self._score_loop(out, n, rel_b, scale, low, sum_a, RG, G, c, m_a, log_rho_new)
-        return out + self._const
+            direct = self._score_loop(out, n, rel_b, scale, low, sum_a, RG, G, c, m_a, log_rho_new)
+        out = out + self._const
+        if direct:
+            self.n_direct += len(direct)
+            out[direct] = self.log_ratio_direct(Xs[direct])
+        return out
 
-    def _score_loop(self, out, n, rel_b, scale, low, sum_a, RG, G, c, m_a, log_rho_new):
+    def _score_loop(self, out, n, rel_b, scale, low, sum_a, RG, G, c, m_a, log_rho_new) -> list[int]:
+        """Fast scores into ``out``; returns the rows left to the direct path."""
+        direct = []
+        any_weak = bool(self.weak.any())
         for j in range(n):
             sc = rel_b[j] + scale
             keep = np.nonzero(sc > min(0.0, sc.max()) + _SUPPORT_LOG_TOL)[0]
             k = keep.size
             self.support_sizes.append(k)
+            if any_weak and self.weak[keep].any():
+                direct.append(j)
+                out[j] = np.nan
+                continue
             if k:
                 # ratio = det C (s + g'C^-1 beta) with C = I + D G_KK (derivations, sec. 6);
                 # row u of [C, beta] divided by e^{sigma_u}, sigma_u = max(log b~_u, 0)
@@ -205,6 +223,7 @@ class Predictive:
                     self.n_fallback += 1
                 val = low[j]
             out[j] = val
+        return direct
 
     def log_ratio_direct(self, Xnew: np.ndarray) -> np.ndarray:
         """Reference: ``log p_{T+1} - log p_T`` from two all-roots log-partitions.
