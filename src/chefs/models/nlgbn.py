@@ -7,7 +7,8 @@ Unit i (Frey 1997; 003 section 2; 002 section 4.1)::
 so u_i in (0, 1) has density N(logit u; mu_i, 1/rho_i) / (u (1 - u)). Observed
 units (theta = 0, or inputs at theta = 1) hold the data mapped into (0, 1);
 hidden units carry one latent activation per data point. Priors (shape,
-rate): rho ~ Gamma(0.5, 0.5), b ~ N(0, 1), W ~ N(0, 1).
+rate): rho ~ Gamma(0.5, 0.5), b ~ N(0, 1), W ~ N(0, 1) (or W ~ N(0, v) with
+1/v ~ Gamma(a, b) sampled, ``weight_prior=(a, b)``).
 
 Everything is stored per slot of the :class:`~chefs.mcmc.state.GraphState`
 (arrays of its capacity) in pre-activation space: ``Y[i]`` = logit(u_i),
@@ -16,7 +17,8 @@ change). One sweep (``NLGBN.sweep``):
 
 1. hidden activations: multiple-try Metropolis, tries from the prior given the
    parents, selected by the children's likelihood (003 section 4.1),
-   vectorised over data points and tries;
+   vectorised over data points and tries (or univariate slice sampling,
+   ``activation_update="slice"``);
 2. (b_i, W_.i) jointly from their Gaussian conditional, rho_i from its Gamma
    conditional (003 sections 4.2-4.3);
 3. structure: an edge pass over every node with W_ki integrated out
