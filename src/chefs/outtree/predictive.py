@@ -61,6 +61,7 @@ _SUPPORT_LOG_TOL = -45.0  # drop parent weights below e^-45 of the |G| scale
 # support contains such a u is scored by the direct O(T^3) path (derivations
 # sec. 10: the bordered update can then be wrong in either direction)
 _WEAK_COUPLING_G = 1e10
+_BRIDGE_MIN_MARGINAL = 1e-3  # bridge components only on edges this probable (sec. 11)
 
 
 @dataclass
@@ -119,6 +120,10 @@ class Predictive:
         self.log_norm_se = np.nan
         self._const = (T - 1) * np.log(T) - T * np.log(T + 1.0)
         self.support_sizes: list[int] = []  # k of the last scored batch (diagnostics)
+        self._bridge_cache = None
+        if not (0.0 <= self.bridge_weight and 0.0 < self.broad_weight
+                and self.bridge_weight + self.broad_weight < 1.0):
+            raise ValueError("need bridge_weight >= 0, broad_weight > 0 and bridge_weight + broad_weight < 1")
 
     def _factor(self, c: int) -> None:
         """One LU of the column-replaced Laplacian and its inverse ``G`` (O(T^3), once)."""
@@ -246,13 +251,75 @@ class Predictive:
         return lb
 
     # ------------------------------------------------------------------
+    def _bridges(self):
+        """Gaussian "bridge" proposal components, one per training point (cached).
+
+        Inserting ``x*`` on an edge ``v -> u`` of a T-node tree replaces the factor
+        ``beta_vu`` by ``p(x*|X_v) p(X_u|x*)``: a Gaussian bump in ``x*`` with precision
+        ``P = Sigma^-1 + A' Sigma^-1 A`` (shared by all edges) whose integral is the
+        two-step density ``N(X_u | A m_v + c, Sigma + A Sigma A')``. Its share of the
+        normaliser ``c(X)`` is about ``W_uv exp(gain_uv)``, with ``W_uv`` the fitted
+        tree's edge marginal and ``gain_uv`` the log two-step density minus
+        ``log beta_uv`` (derivations-outtree, sec. 11). Where an edge is long in noise
+        units (a gap between the arms of pinwheel, or between two clusters) that
+        share dwarfs everything else and sits far from every training point, where
+        the local proposal never goes. For each node ``u`` the component is the
+        parent ``v`` with the largest share among the edges with ``W_uv > 1e-3``
+        (the best-fitting parent where there is none, e.g. at the root); the
+        components are weighted by half the normalised share plus half uniform.
+        """
+        if self._bridge_cache is not None:
+            return self._bridge_cache
+        X, B, S = self.X, self.B, self.Sigma
+        T, d = X.shape
+        A, c = B[:, :d], B[:, d]
+        Si = np.linalg.inv(S)
+        cov = np.linalg.inv(Si + A.T @ Si @ A)
+        cov = 0.5 * (cov + cov.T)
+        # two-step density log N(X_u | A (A X_v + c) + c, Sigma + A Sigma A')
+        two_step = gaussian_log_lik_matrix(X, X, np.hstack([A @ A, (A @ c + c)[:, None]]), S + A @ S @ A.T)
+        # edge marginals from the robust all-roots routine: with weakly coupled
+        # points the entries of G are huge and G_uu - G_vu cancels to noise
+        W = root_mixture(self.log_beta_finite(X), self.log_rho, root_hint=self.c).edge_marginals
+        lb = np.where(np.isfinite(self.log_beta), self.log_beta, 0.0)
+        with np.errstate(divide="ignore"):
+            share = np.log(W) + two_step - lb
+        # only edges with a marginal above 1e-3: tiny marginals of long edges are
+        # rounding noise (after the row projection), and times e^gain they
+        # would swamp the real spikes
+        share[~(W > _BRIDGE_MIN_MARGINAL)] = -np.inf
+        np.fill_diagonal(share, -np.inf)
+        v = np.argmax(share, axis=1)
+        best = share[np.arange(T), v]
+        none = ~np.isfinite(best)  # e.g. the root: fall back on the best parent
+        if none.any():
+            lbn = np.where(np.isfinite(self.log_beta), self.log_beta, -np.inf)
+            v[none] = np.argmax(lbn[none], axis=1)
+        m_v = X[v] @ A.T + c
+        means = (m_v @ Si.T + (X - c) @ (Si @ A)) @ cov.T
+        if (~none).any():
+            log_w = np.logaddexp(np.log(0.5) - np.log(T), np.log(0.5) + best - logsumexp(best))
+        else:  # pragma: no cover - every edge marginal underflowed
+            log_w = np.full(T, -np.log(T))
+        self._bridge_cache = (means, cov, log_w, best)
+        return self._bridge_cache
+
     def _proposal_sample(self, n, rng):
         T, d = self.X.shape
         mean = self.X @ self.B[:, :d].T + self.B[:, d]
         L = np.linalg.cholesky(self.Sigma * self.widen ** 2)
         pick = rng.integers(T, size=n)
         out = mean[pick] + rng.standard_normal((n, d)) @ L.T
-        broad = rng.random(n) < self.broad_weight
+        u = rng.random(n)
+        bridge = u < self.bridge_weight
+        if bridge.any():
+            means, cov, log_w, _ = self._bridges()
+            nb = int(bridge.sum())
+            w = np.exp(log_w - logsumexp(log_w))
+            comp = rng.choice(T, size=nb, p=w / w.sum())
+            Lb = np.linalg.cholesky(cov * self.widen ** 2)
+            out[bridge] = means[comp] + rng.standard_normal((nb, d)) @ Lb.T
+        broad = u > 1.0 - self.broad_weight
         if broad.any():
             out[broad] = self.root.sample_predictive(int(broad.sum()), rng)
         return out
@@ -262,17 +329,27 @@ class Predictive:
         lm = gaussian_log_lik_matrix(Xs, self.X, self.B, self.Sigma * self.widen ** 2)
         local = logsumexp(lm, axis=1) - np.log(T)
         broad = self.root.log_predictive(Xs)
-        return np.logaddexp(np.log1p(-self.broad_weight) + local,
-                            np.log(self.broad_weight) + broad)
+        w_local = 1.0 - self.bridge_weight - self.broad_weight
+        parts = [np.log(w_local) + local, np.log(self.broad_weight) + broad]
+        if self.bridge_weight > 0:
+            means, cov, log_w, _ = self._bridges()
+            identity = np.hstack([np.eye(d), np.zeros((d, 1))])  # B = [I, 0]: mean = means[i]
+            lbm = gaussian_log_lik_matrix(Xs, means, identity, cov * self.widen ** 2)
+            parts.append(np.log(self.bridge_weight) + logsumexp(lbm + log_w[None, :], axis=1))
+        return logsumexp(np.stack(parts), axis=0)
 
     widen: float = 1.5
     broad_weight: float = 0.05
+    bridge_weight: float = 0.2
 
     def estimate_normalizer(self, n: int, rng: np.random.Generator) -> tuple[float, float]:
         """Importance-sampling estimate of ``log int ratio(x) dx`` and its standard error.
 
-        Proposal: the fitted conditionals around every training point (widened
-        by 1.5) mixed with 5% of the root Student-t. Sets ``self.log_norm``.
+        Proposal: a mixture of the fitted conditionals around every training
+        point (widened by 1.5), 20% of "bridge" bumps on the edges whose
+        insertion point carries most of the mass (:meth:`_bridges`) and 5% of
+        the root Student-t. Sets ``self.log_norm`` and ``self.log_norm_se``
+        (relative standard error of the estimate of ``c``).
         """
         Xs = self._proposal_sample(n, rng)
         lw = self.log_ratio(Xs) - self._proposal_logpdf(Xs)
