@@ -37,7 +37,7 @@ PAPER = {
 }
 
 QUICK = {"sweeps": 80, "burn_in": 40, "thin": 4, "max_train": 600, "outtree_max": 250, "num_tries": 4}
-FULL = {"sweeps": 1000, "burn_in": 500, "thin": 10, "max_train": None, "outtree_max": 1000, "num_tries": 4}
+FULL = {"sweeps": 3000, "burn_in": 1500, "thin": 30, "max_train": None, "outtree_max": 1000, "num_tries": 4}
 
 
 class _Standardizer:
