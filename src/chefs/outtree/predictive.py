@@ -295,8 +295,7 @@ class Predictive:
         best = share[np.arange(T), v]
         none = ~np.isfinite(best)  # e.g. the root: fall back on the best parent
         if none.any():
-            lbn = np.where(np.isfinite(self.log_beta), self.log_beta, -np.inf)
-            v[none] = np.argmax(lbn[none], axis=1)
+            v[none] = np.argmax(self.log_beta[none], axis=1)  # diagonal is -inf
         m_v = X[v] @ A.T + c
         means = (m_v @ Si.T + (X - c) @ (Si @ A)) @ cov.T
         if (~none).any():
@@ -317,8 +316,7 @@ class Predictive:
         if bridge.any():
             means, cov, log_w, _ = self._bridges()
             nb = int(bridge.sum())
-            w = np.exp(log_w - logsumexp(log_w))
-            comp = rng.choice(T, size=nb, p=w / w.sum())
+            comp = rng.choice(T, size=nb, p=np.exp(log_w - logsumexp(log_w)))
             Lb = np.linalg.cholesky(cov * self.widen ** 2)
             out[bridge] = means[comp] + rng.standard_normal((nb, d)) @ Lb.T
         broad = u > 1.0 - self.broad_weight
