@@ -128,9 +128,14 @@ def test_predictive_ratio_matches_enumeration(d):
     S = 0.5 * np.eye(d)
     root = NIW.from_data(X)
     P = Predictive(X, B, S, root)
-    xs = rng.normal(size=(4, d)) * 1.5
+    # the last point sits where it is a far better parent of X[0] than any training
+    # point, so the direct path rescales that row
+    xs = np.vstack([rng.normal(size=(4, d)) * 1.5, (X[0] - 0.1) / 0.8])
     bf = np.array([_brute_log_p(np.vstack([X, x]), B, S, root) for x in xs]) - _brute_log_p(X, B, S, root)
     np.testing.assert_allclose(P.log_ratio(xs), bf, atol=1e-10)
+    for threads in (1, 2):
+        P.direct_threads = threads
+        np.testing.assert_allclose(P.log_ratio_direct(xs), bf, atol=1e-10)
 
 
 def test_predictive_normalised_integrates_to_one_1d():

@@ -86,7 +86,7 @@ def normalized_weights(log_beta) -> tuple[np.ndarray, np.ndarray]:
     return B, m
 
 
-@numba.njit(cache=True, fastmath=True)
+@numba.njit(cache=True, fastmath=True, nogil=True)
 def _gth_block(B, lo, hi, log_pivot):  # pragma: no cover - compiled
     """Serial GTH elimination of nodes hi-1, ..., lo, updating only rows lo..hi-1.
 
@@ -107,7 +107,7 @@ def _gth_block(B, lo, hi, log_pivot):  # pragma: no cover - compiled
                     B[i, j] += f * B[k, j]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _left_null_log(B, log_pivot):  # pragma: no cover - compiled
     """Back substitution ``w_k = sum_{i<k} w_i B[i, k] / pivot_k`` in log space."""
     n = B.shape[0]
@@ -176,6 +176,13 @@ def log_partition_all_roots(log_beta) -> np.ndarray:
     (T,) array of ``log Z_r``.
     """
     B, m = normalized_weights(log_beta)
+    return log_partition_all_roots_scaled(B, m)
+
+
+def log_partition_all_roots_scaled(B, m) -> np.ndarray:
+    """:func:`log_partition_all_roots` from row-normalised weights ``B`` (zero
+    diagonal, positive off-diagonal, overwritten) and the row log-scales ``m``
+    (``log_beta[u, v] = log B[u, v] + m[u]``), without re-checking them."""
     n = B.shape[0]
     B = np.ascontiguousarray(B)
     log_pivot = np.zeros(n)

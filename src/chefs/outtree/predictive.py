@@ -23,6 +23,8 @@ reports ``log ratio - log c`` as the (normalised) predictive log-density.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +32,8 @@ import scipy.linalg
 from scipy.special import logsumexp
 
 from .gaussian import NIW, gaussian_log_lik_matrix
-from .matrix_tree import (LOG_FLOOR, koo_matrix, log_partition_all_roots, root_mixture,
-                          scaled_root_column)
+from .matrix_tree import (LOG_FLOOR, koo_matrix, log_partition_all_roots, log_partition_all_roots_scaled,
+                          root_mixture, scaled_root_column)
 
 __all__ = ["Predictive"]
 
@@ -54,6 +56,15 @@ def _single_thread():
         import contextlib
         return contextlib.nullcontext()
     return threadpool_limits(1)
+
+def _available_cores() -> int:
+    """Cores this process may use, at most 4 (threads for the direct path)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, 4))
+
 
 _SUPPORT_LOG_TOL = -45.0  # drop parent weights below e^-45 of the |G| scale
 # a training point u with |G_uu| above this is coupled to the rest so weakly that
@@ -121,6 +132,9 @@ class Predictive:
         self._const = (T - 1) * np.log(T) - T * np.log(T + 1.0)
         self.support_sizes: list[int] = []  # k of the last scored batch (diagnostics)
         self._bridge_cache = None
+        self._direct_base = None  # log total of the T training points (direct path)
+        if int(self.direct_threads) != self.direct_threads or self.direct_threads < 0:
+            raise ValueError(f"direct_threads must be a non-negative integer, got {self.direct_threads!r}")
         if not (0.0 <= self.bridge_weight and 0.0 < self.broad_weight
                 and self.bridge_weight + self.broad_weight < 1.0):
             raise ValueError("need bridge_weight >= 0, broad_weight > 0 and bridge_weight + broad_weight < 1")
@@ -233,19 +247,47 @@ class Predictive:
     def log_ratio_direct(self, Xnew: np.ndarray) -> np.ndarray:
         """Reference: ``log p_{T+1} - log p_T`` from two all-roots log-partitions.
 
-        O(T^3) per point (GTH elimination of the (T+1)-node problem); for tests.
+        O(T^3) per point (a subtraction-free GTH elimination of the (T+1)-node
+        problem), exact however weakly the training points are coupled. The
+        T-node normalised weights are reused, so only x*'s row and column are new;
+        the points are spread over ``direct_threads`` threads (the elimination
+        kernels release the GIL).
         """
         Xnew = np.atleast_2d(np.asarray(Xnew, float))
+        if self._direct_base is None:
+            # only the totals are needed: no edge marginals (2-3x the cost)
+            self._direct_base = float(logsumexp(self.log_rho + log_partition_all_roots_scaled(self.Bn.copy(),
+                                                                                               self.m)))
+        log_rho_new = self.root.log_predictive(Xnew)
+        n = Xnew.shape[0]
+        workers = min(n, self.direct_threads or _available_cores())
+        with _single_thread():  # one BLAS thread per worker
+            if workers > 1:
+                with ThreadPoolExecutor(max_workers=workers) as ex:
+                    totals = list(ex.map(self._direct_total, Xnew, log_rho_new))
+            else:
+                totals = [self._direct_total(x, lr) for x, lr in zip(Xnew, log_rho_new)]
+        return np.asarray(totals) - self._direct_base + self._const
+
+    def _direct_total(self, x, log_rho_x) -> float:
+        """``log sum_r rho_r Z_r`` of the training points plus ``x`` (GTH, O(T^3))."""
         T = self.X.shape[0]
-        # only the totals are needed: one subtraction-free elimination per point,
-        # without the edge marginals that root_mixture would add (2-3x the cost)
-        base = float(logsumexp(self.log_rho + log_partition_all_roots(self.log_beta_finite(self.X))))
-        out = np.empty(Xnew.shape[0])
-        for j, x in enumerate(Xnew):
-            Y = np.vstack([self.X, x])
-            lz = float(logsumexp(self.root.log_predictive(Y) + log_partition_all_roots(self.log_beta_finite(Y))))
-            out[j] = lz - base + (T - 1) * np.log(T) - T * np.log(T + 1.0)
-        return out
+        x2 = x[None, :]
+        log_a = gaussian_log_lik_matrix(x2, self.X, self.B, self.Sigma)[0]  # x as child of v
+        log_b = gaussian_log_lik_matrix(self.X, x2, self.B, self.Sigma)[:, 0]  # x as parent of u
+        M = np.empty((T + 1, T + 1))
+        M[:T, :T] = self.Bn
+        m_new = np.maximum(self.m, log_b)
+        up = np.nonzero(log_b > self.m)[0]  # rows whose largest weight is now the edge from x
+        if up.size:
+            M[up, :T] = np.maximum(M[up, :T] * np.exp(self.m[up] - log_b[up])[:, None], np.exp(LOG_FLOOR))
+            M[up, up] = 0.0
+        M[:T, T] = np.exp(np.maximum(log_b - m_new, LOG_FLOOR))
+        m_a = float(log_a.max())
+        M[T, :T] = np.exp(np.maximum(log_a - m_a, LOG_FLOOR))
+        M[T, T] = 0.0
+        lz = log_partition_all_roots_scaled(M, np.append(m_new, m_a))
+        return float(logsumexp(np.append(self.log_rho, log_rho_x) + lz))
 
     def log_beta_finite(self, Y):
         lb = gaussian_log_lik_matrix(Y, Y, self.B, self.Sigma)
@@ -341,6 +383,7 @@ class Predictive:
     widen: float = 1.5
     broad_weight: float = 0.05
     bridge_weight: float = 0.2
+    direct_threads: int = 0  # threads for the direct path; 0: one per available core, at most 4
 
     def estimate_normalizer(self, n: int, rng: np.random.Generator) -> tuple[float, float]:
         """Importance-sampling estimate of ``log int ratio(x) dx`` and its standard error.
