@@ -13,6 +13,8 @@ def register(sub) -> None:
     t.add_argument("--datasets", default=None, help="comma-separated (default: all nine)")
     t.add_argument("--models", default="icp,cibp,ecibp,kde,dpgmm,outtree")
     t.add_argument("--seeds", type=positive_int, default=1, help="number of seeds (splits and chains)")
+    t.add_argument("--first-seed", type=nonneg_int, default=0,
+                   help="run seeds FIRST..FIRST+SEEDS-1 (split seeds over processes, then table1-merge)")
     t.add_argument("--chains", type=positive_int, default=1, help="MCMC chains per belief-network fit (pooled)")
     t.add_argument("--quick", action="store_true", help="short chains and subsampled training sets (~5 min)")
     t.add_argument("--data-dir", default=None)
@@ -41,7 +43,7 @@ def cmd_table1(args) -> int:
 
     datasets = tuple(d.strip() for d in args.datasets.split(",")) if args.datasets else DATASETS
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    path = run_table1(args.out, datasets, models, tuple(range(args.seeds)), args.quick, args.data_dir, chains=args.chains)
+    path = run_table1(args.out, datasets, models, tuple(range(args.first_seed, args.first_seed + args.seeds)), args.quick, args.data_dir, chains=args.chains)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0
