@@ -10,9 +10,13 @@ Reports
    distance (``chefs.evaluation.hellinger``) between 2000 fantasy points and the
    2000 test points, for pinwheel and two-moons (2000 train / 2000 test);
 4. with ``--all``, held-out log-likelihoods on the other seven data sets too
-   (ring, geyser, iris and the 8-12 dimensional yeast, abalone, cloud, wine).
+   (ring, geyser, iris and the 8-12 dimensional yeast, abalone, cloud, wine);
+5. with ``--direct``, seconds per point of the exact O(T^3) direct path
+   (``Predictive.log_ratio_direct``, used for points near weakly coupled training
+   points) with 1 and 2 threads, against the O(T^2 + k^3) fast path, in one run
+   (pinwheel, first T = 1000 training points; medians of ``--repeats``).
 
-Usage: CHEFS_DATA=/work/shared/data python benchmarks/outtree.py [--repeats 3] [--all]
+Usage: CHEFS_DATA=/work/shared/data python benchmarks/outtree.py [--repeats 3] [--all] [--direct]
 """
 
 from __future__ import annotations
@@ -62,11 +66,38 @@ def held_out(name: str, hell: bool) -> None:
             f"({len(model.elbo_)} VB iterations, ELBO {model.elbo_[-1]:.2f}, "
             f"log c {model.log_normalizer_[0]:.3f} +- {model.log_normalizer_[1]:.3f} rel)  "
             f"score {score_s:.1f} s  held-out mean log-lik {np.mean(s):.4f}  "
-            f"finite {np.isfinite(s).all()}  lower-bound fallbacks {model._pred.n_fallback}")
+            f"finite {np.isfinite(s).all()}  lower-bound fallbacks {model._pred.n_fallback}  "
+            f"direct-path points {model._pred.n_direct}")
     if hell:
         Y = model.sample(test.shape[0], rng=1)
         line += f"  Hellinger {hellinger(Y, test, seed=0):.4f}"
     print(line, flush=True)
+
+
+def direct_path(repeats: int, T: int = 1000, points: int = 8) -> None:
+    train, test = load_split("pinwheel")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        model = OutTree(normalizer_samples=2).fit(train[:T], rng=0)
+    P = model._pred
+    xs = model._standardise(test[:points])
+    P.log_ratio_direct(xs[:2])  # compile / warm caches
+    rows = {}
+    for label, threads in (("direct, 1 thread", 1), ("direct, 2 threads", 2)):
+        P.direct_threads = threads
+        rows[label] = [_timed(P.log_ratio_direct, xs) / points for _ in range(repeats)]
+    rows["fast path"] = [_timed(P.log_ratio, xs) / points for _ in range(repeats)]
+    base = np.median(rows["direct, 1 thread"])
+    print(f"seconds per point (pinwheel, T={T}, {points} points, median of {repeats})", flush=True)
+    for label, t in rows.items():
+        print(f"  {label:18s} {np.median(t):.4f} s  ({base / np.median(t):.1f}x the 1-thread direct path)",
+              flush=True)
+
+
+def _timed(f, x) -> float:
+    t0 = time.perf_counter()
+    f(x)
+    return time.perf_counter() - t0
 
 
 def main() -> None:
@@ -74,7 +105,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000])
     ap.add_argument("--all", action="store_true", help="also score ring, geyser and iris")
+    ap.add_argument("--direct", action="store_true", help="only time the direct path against the fast path")
     args = ap.parse_args()
+    if args.direct:
+        direct_path(args.repeats)
+        return
     per_iteration(args.sizes, args.repeats)
     for name in ["two-moons", "pinwheel"]:
         held_out(name, hell=True)

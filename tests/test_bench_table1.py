@@ -4,6 +4,9 @@ toy-set figure are written."""
 
 import csv
 
+import pytest
+
+from chefs.bench.table1 import run_table1
 from chefs.cli import main
 
 
@@ -53,13 +56,23 @@ def test_table1_merge_counts_targets(tmp_path, capsys):
     assert main(["bench", "table1-merge", str(bad), "--out", str(out)]) == 2
 
 
-def test_table1_first_seed_runs_the_named_seeds(tmp_path, capsys):
-    """--first-seed F --seeds S runs seeds F..F+S-1 (one process per seed, then
-    table1-merge): the CSV's seed column says which."""
+def test_table1_first_seed_and_jobs(tmp_path, capsys):
+    """--first-seed F --seeds S runs seeds F..F+S-1 (the CSV's seed column says
+    which); --jobs 2 runs the cells in two processes with the same numbers as a
+    serial run of the same cell."""
     out = tmp_path / "s"
     assert main(["bench", "table1", "--out", str(out), "--datasets", "ring", "--models", "kde", "--quick",
-                 "--first-seed", "2", "--seeds", "2"]) == 0
+                 "--first-seed", "2", "--seeds", "2", "--jobs", "2"]) == 0
     rows = list(csv.DictReader(open(out / "table1.csv")))
-    assert [(r["model"], r["seed"]) for r in rows] == [("baseline", "2"), ("kde", "2"), ("baseline", "3"),
-                                                      ("kde", "3")]
-    assert rows[0]["hellinger"] != rows[2]["hellinger"]  # different splits
+    assert sorted((r["seed"], r["model"]) for r in rows) == [("2", "baseline"), ("2", "kde"), ("3", "baseline"),
+                                                            ("3", "kde")]
+    by = {(r["seed"], r["model"]): r["hellinger"] for r in rows}
+    assert by[("2", "baseline")] != by[("3", "baseline")]  # different splits
+    assert (out / "fantasy_toy.png").exists()
+    serial = tmp_path / "one"
+    assert main(["bench", "table1", "--out", str(serial), "--datasets", "ring", "--models", "kde", "--quick",
+                 "--first-seed", "3"]) == 0
+    one = {(r["seed"], r["model"]): r["hellinger"] for r in csv.DictReader(open(serial / "table1.csv"))}
+    assert one == {k: v for k, v in by.items() if k[0] == "3"}
+    with pytest.raises(ValueError, match="jobs"):
+        run_table1(out, ("ring",), ("kde",), jobs=0)

@@ -111,15 +111,20 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
     return fantasy, ll, note
 
 
+TOY = ("ring", "two-moons", "pinwheel")  # 2-D sets drawn in fantasy_toy.png
+
+
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
-               chains: int = 1) -> Path:
+               chains: int = 1, jobs: int = 1) -> Path:
     """Run the benchmark; writes table1.csv, table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
-    parallel processes by the chain driver)."""
+    parallel processes by the chain driver). ``jobs`` > 1 runs the (data set,
+    seed) cells in that many processes; every cell has its own random streams,
+    so the numbers do not depend on ``jobs`` (only the row order of the CSV does)."""
     if int(chains) != chains or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
-    from ..datasets import load_split
-
+    if int(jobs) != jobs or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     settings = QUICK if quick else FULL
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -129,58 +134,89 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     bad = [d for d in datasets if d not in DATASETS]
     if bad:
         raise ValueError(f"unknown data set(s) {bad}; choose from {', '.join(DATASETS)}")
+    seeds = tuple(seeds)
+    cells = [(ds, seed, tuple(models), settings, data_dir, str(out), int(chains)) for ds in datasets for seed in seeds]
     rows = []
     path = out / "table1.csv"
     fh = open(path, "w", newline="")
     w = csv.DictWriter(fh, fieldnames=["dataset", "model", "seed", "hellinger", "heldout_loglik", "seconds", "note"])
     w.writeheader()
     fantasies = {}
+
+    def record(row, fantasy, test):
+        rows.append(row)
+        w.writerow(row)
+        fh.flush()  # a crash loses at most the cell in progress
+        if fantasy is not None and row["seed"] == seeds[0]:
+            fantasies[(row["dataset"], row["model"])] = (fantasy, test)
+
     try:
-        for ds in datasets:
-            for seed in seeds:
-                train, test = load_split(ds, seed=seed, data_dir=data_dir)
-                rng = np.random.default_rng([seed, 1])
-                if settings["max_train"] and train.shape[0] > settings["max_train"]:
-                    train = train[rng.choice(train.shape[0], settings["max_train"], replace=False)]
-                n = test.shape[0]
-                t0 = time.perf_counter()
-                row = {"dataset": ds, "model": "baseline", "seed": seed, "hellinger": hellinger(train, test),
-                       "heldout_loglik": "", "seconds": time.perf_counter() - t0, "note": "train vs test"}
-                rows.append(row)
-                w.writerow(row)
-                for model in models:
-                    t0 = time.perf_counter()
-                    note = ""
-                    try:
-                        if model == "kde":
-                            fantasy, ll = fit_kde(train, test, n, rng)
-                        elif model == "dpgmm":
-                            fantasy, ll = fit_dpgmm(train, test, n, rng)
-                        elif model == "outtree":
-                            fantasy, ll, note = fit_outtree(train, test, n, rng, settings["outtree_max"])
-                            if train.shape[0] > settings["outtree_max"]:
-                                sub = f"fitted on {settings['outtree_max']} training points"
-                                note = f"{sub}; {note}" if note else sub
-                        else:
-                            fantasy, ll, note = fit_network(model, train, test, n, rng, settings,
-                                                            out / "runs" / f"{ds}-{model}-{seed}", chains)
-                    except (ValueError, ImportError, NotImplementedError) as err:
-                        log(f"  {ds} {model}: skipped ({err})")
-                        continue
-                    hd = hellinger(fantasy, test)
-                    row = {"dataset": ds, "model": model, "seed": seed, "hellinger": hd, "heldout_loglik": ll,
-                           "seconds": time.perf_counter() - t0, "note": note}
-                    rows.append(row)
-                    w.writerow(row)
-                    fh.flush()
-                    if seed == seeds[0] and ds in ("ring", "two-moons", "pinwheel"):
-                        fantasies[(ds, model)] = (fantasy, test)
-                    log(f"  {ds:9s} {model:8s} seed {seed}: HD {hd:.4f}  held-out {ll:.3f}  ({row['seconds']:.1f} s)")
+        if jobs == 1:
+            for cell in cells:
+                for result in _cell_rows(*cell, log=log):
+                    record(*result)
+        else:
+            import concurrent.futures as cf
+            import multiprocessing as mp
+
+            with cf.ProcessPoolExecutor(max_workers=int(jobs), mp_context=mp.get_context("spawn")) as ex:
+                futures = [ex.submit(_cell_job, cell) for cell in cells]
+                for f in cf.as_completed(futures):
+                    results, lines = f.result()
+                    for line in lines:
+                        log(line)
+                    for result in results:
+                        record(*result)
     finally:
         fh.close()
     write_markdown(rows, out / "table1.md", datasets)
     _figures(fantasies, out)
     return path
+
+
+def _cell_job(cell):
+    """One (data set, seed) cell in a worker process: its rows and log lines."""
+    lines = []
+    return list(_cell_rows(*cell, log=lines.append)), lines
+
+
+def _cell_rows(ds, seed, models, settings, data_dir, out, chains, log):
+    """Yield ``(row, fantasy, test)`` for the baseline and each model on one split
+    (``fantasy`` only for the 2-D toy sets, for the figure)."""
+    from ..datasets import load_split
+
+    train, test = load_split(ds, seed=seed, data_dir=data_dir)
+    rng = np.random.default_rng([seed, 1])
+    if settings["max_train"] and train.shape[0] > settings["max_train"]:
+        train = train[rng.choice(train.shape[0], settings["max_train"], replace=False)]
+    n = test.shape[0]
+    t0 = time.perf_counter()
+    yield ({"dataset": ds, "model": "baseline", "seed": seed, "hellinger": hellinger(train, test),
+            "heldout_loglik": "", "seconds": time.perf_counter() - t0, "note": "train vs test"}, None, None)
+    for model in models:
+        t0 = time.perf_counter()
+        note = ""
+        try:
+            if model == "kde":
+                fantasy, ll = fit_kde(train, test, n, rng)
+            elif model == "dpgmm":
+                fantasy, ll = fit_dpgmm(train, test, n, rng)
+            elif model == "outtree":
+                fantasy, ll, note = fit_outtree(train, test, n, rng, settings["outtree_max"])
+                if train.shape[0] > settings["outtree_max"]:
+                    sub = f"fitted on {settings['outtree_max']} training points"
+                    note = f"{sub}; {note}" if note else sub
+            else:
+                fantasy, ll, note = fit_network(model, train, test, n, rng, settings,
+                                                Path(out) / "runs" / f"{ds}-{model}-{seed}", chains)
+        except (ValueError, ImportError, NotImplementedError) as err:
+            log(f"  {ds} {model}: skipped ({err})")
+            continue
+        hd = hellinger(fantasy, test)
+        row = {"dataset": ds, "model": model, "seed": seed, "hellinger": hd, "heldout_loglik": ll,
+               "seconds": time.perf_counter() - t0, "note": note}
+        log(f"  {ds:9s} {model:8s} seed {seed}: HD {hd:.4f}  held-out {ll:.3f}  ({row['seconds']:.1f} s)")
+        yield (row, fantasy, test) if ds in TOY else (row, None, None)
 
 
 def write_markdown(rows, path, datasets) -> None:

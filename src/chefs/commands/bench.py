@@ -16,6 +16,8 @@ def register(sub) -> None:
     t.add_argument("--first-seed", type=nonneg_int, default=0,
                    help="run seeds FIRST..FIRST+SEEDS-1 (split seeds over processes, then table1-merge)")
     t.add_argument("--chains", type=positive_int, default=1, help="MCMC chains per belief-network fit (pooled)")
+    t.add_argument("--jobs", type=positive_int, default=1,
+                   help="run the (data set, seed) cells in this many processes (same numbers as --jobs 1)")
     t.add_argument("--quick", action="store_true", help="short chains and subsampled training sets (~5 min)")
     t.add_argument("--data-dir", default=None)
     t.set_defaults(func=cmd_table1)
@@ -43,7 +45,8 @@ def cmd_table1(args) -> int:
 
     datasets = tuple(d.strip() for d in args.datasets.split(",")) if args.datasets else DATASETS
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    path = run_table1(args.out, datasets, models, tuple(range(args.first_seed, args.first_seed + args.seeds)), args.quick, args.data_dir, chains=args.chains)
+    path = run_table1(args.out, datasets, models, tuple(range(args.first_seed, args.first_seed + args.seeds)), args.quick, args.data_dir, chains=args.chains,
+                      jobs=args.jobs)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0
