@@ -39,7 +39,8 @@ def test_table1_merge_counts_targets(tmp_path, capsys):
     sets where the ICP beats both layered priors and where its ratio to the
     baseline is no worse than the paper's (ring: 1.29, two-moons: 2.48)."""
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
-    _write(a, [("ring", "baseline", 0.03), ("ring", "icp", 0.036), ("ring", "cibp", 0.05), ("ring", "ecibp", 0.04)])
+    _write(a, [("ring", "baseline", 0.03), ("ring", "icp", 0.036), ("ring", "cibp", 0.05), ("ring", "ecibp", 0.04),
+               ("iris", "baseline", 0.3), ("iris", "icp", 0.5)])  # iris: no reference model, not counted
     _write(b, [("two-moons", "baseline", 0.04), ("two-moons", "icp", 0.2), ("two-moons", "cibp", 0.1),
                ("two-moons", "ecibp", 0.3), ("two-moons", "kde", 0.09), ("ring", "kde", 0.045),
                ("ring", "outtree", 0.05)])
@@ -47,10 +48,10 @@ def test_table1_merge_counts_targets(tmp_path, capsys):
     assert main(["bench", "table1-merge", str(a), str(b), "--out", str(out)]) == 0
     text = (out / "table1.md").read_text()
     assert "ahead of both CIBP and ECIBP: 1 of 2 (ring)" in text
-    assert "paper's ICP ratio: 1 of 2 (ring)" in text
+    assert "paper's ICP ratio: 1 of 3 (ring)" in text
     # ring's best reference 0.045 / 0.03 = 1.5 > 1.29; two-moons 0.09 / 0.04 = 2.25 <= 2.48
     assert "outtree meets the paper's ICP ratio on 1 of 2 (two-moons); where it does not (ring)" in text
-    assert len(list(csv.DictReader(open(out / "table1.csv")))) == 11
+    assert len(list(csv.DictReader(open(out / "table1.csv")))) == 13
     bad = tmp_path / "bad.csv"
     bad.write_text("x,y\n1,2\n")
     assert main(["bench", "table1-merge", str(bad), "--out", str(out)]) == 2
