@@ -57,6 +57,7 @@ def _single_thread():
         return contextlib.nullcontext()
     return threadpool_limits(1)
 
+
 def _available_cores() -> int:
     """Cores this process may use, at most 4 (threads for the direct path)."""
     try:
