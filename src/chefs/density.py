@@ -87,30 +87,50 @@ def check_data(X, num_columns: int | None = None) -> np.ndarray:
 
 
 # ------------------------------------------------------------- posterior
-def _network(sample: dict):
-    """Arrays of one posterior sample: theta, observed, parents per node, b, rho, weights."""
+@dataclass
+class SampleArrays:
+    """One posterior sample of the NLGBN as arrays (node indices as in the sample)."""
+
+    obs: np.ndarray  # bool (n,)
+    obs_nodes: np.ndarray  # node of data column d
+    W: np.ndarray  # (n, n), W[parent, child]
+    b: np.ndarray
+    rho: np.ndarray
+    order: np.ndarray  # parents first
+    parents: list  # int64 arrays
+    children: list  # int64 arrays
+
+
+def sample_arrays(sample: dict) -> SampleArrays:
+    """Arrays of one stored posterior sample (graph JSON with weights, biases, precisions)."""
     n = len(sample["theta"])
+    obs = np.asarray(sample["observed"], bool)
+    W = np.zeros((n, n))
     parents = [[] for _ in range(n)]
-    wts = [[] for _ in range(n)]
+    children = [[] for _ in range(n)]
     for (p, c), w in zip(sample["edges"], sample["weights"]):
+        W[p, c] = w
         parents[c].append(p)
-        wts[c].append(w)
-    order = np.argsort(-np.asarray(sample["theta"]), kind="stable")  # parents first
-    return (np.asarray(sample["observed"]), parents, [np.asarray(w) for w in wts],
-            np.asarray(sample["bias"]), np.asarray(sample["precision"]), order)
+        children[p].append(c)
+    order = np.argsort(-np.asarray(sample["theta"], float), kind="stable")
+    return SampleArrays(obs, np.flatnonzero(obs), W, np.asarray(sample["bias"], float),
+                        np.asarray(sample["precision"], float), order,
+                        [np.asarray(p, np.int64) for p in parents], [np.asarray(c, np.int64) for c in children])
 
 
 def ancestral(sample: dict, num: int, rng, given: dict | None = None):
     """Ancestral draws of all units (num points); returns U (n_nodes, num).
     ``given`` maps node index -> fixed values in (0, 1) (input units)."""
-    obs, parents, wts, b, rho, order = _network(sample)
+    net = sample_arrays(sample)
+    b, rho = net.b, net.rho
     U = np.zeros((len(b), num))
     given = given or {}
-    for i in order:
+    for i in net.order:
         if i in given:
             U[i] = given[i]
             continue
-        mu = b[i] + (wts[i] @ U[parents[i]] if parents[i] else 0.0)
+        pa = net.parents[i]
+        mu = b[i] + (net.W[pa, i] @ U[pa] if pa.size else 0.0)
         y = mu + rng.normal(size=num) / math.sqrt(rho[i])
         U[i] = expit(y)
     return U
@@ -124,17 +144,19 @@ def log_density_unit(sample: dict, U_obs: np.ndarray, rng, num_is: int = 64, inp
     counted): the result is then log p(outputs | inputs).
     """
     inputs = set(int(j) for j in inputs)
-    obs, parents, wts, b, rho, order = _network(sample)
+    net = sample_arrays(sample)
+    obs, b, rho = net.obs, net.b, net.rho
     n_pts, D = U_obs.shape
     inside = np.all((U_obs > 0) & (U_obs < 1), axis=1)
     Uc = np.clip(U_obs, 1e-12, 1 - 1e-12)
     Yo = np.log(Uc) - np.log1p(-Uc)
-    obs_idx = np.flatnonzero(obs)
+    obs_idx = net.obs_nodes
     S = num_is
     U = np.zeros((len(b), S, n_pts))
     logw = np.zeros((S, n_pts))
-    for i in order:
-        mu = b[i] + (np.tensordot(wts[i], U[parents[i]], axes=(0, 0)) if parents[i] else 0.0)
+    for i in net.order:
+        pa = net.parents[i]
+        mu = b[i] + (np.tensordot(net.W[pa, i], U[pa], axes=(0, 0)) if pa.size else 0.0)
         if obs[i]:
             d = int(np.searchsorted(obs_idx, i))
             y = Yo[:, d][None, :]

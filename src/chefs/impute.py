@@ -31,11 +31,10 @@ docs/derivations-reconstruct.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 from scipy.special import expit
 
+from .density import SampleArrays, sample_arrays
 from .models import _nlgbn_kernels as _kern
 
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(32)
@@ -48,37 +47,7 @@ def sigmoid_normal_mean(mu, sd) -> np.ndarray:
     return expit(mu[..., None] + np.asarray(sd, float)[..., None] * _GH_X) @ _GH_W
 
 
-@dataclass
-class _Net:
-    """One posterior sample as arrays (node indices as in the sample)."""
-
-    obs: np.ndarray  # bool (n,)
-    obs_nodes: np.ndarray  # node of data column d
-    W: np.ndarray  # (n, n), W[parent, child]
-    b: np.ndarray
-    rho: np.ndarray
-    order: np.ndarray  # parents first
-    parents: list
-    children: list  # int64 arrays
-
-
-def _compile(sample: dict) -> _Net:
-    n = len(sample["theta"])
-    obs = np.asarray(sample["observed"], bool)
-    W = np.zeros((n, n))
-    parents = [[] for _ in range(n)]
-    children = [[] for _ in range(n)]
-    for (p, c), w in zip(sample["edges"], sample["weights"]):
-        W[p, c] = w
-        parents[c].append(p)
-        children[p].append(c)
-    order = np.argsort(-np.asarray(sample["theta"], float), kind="stable")
-    return _Net(obs, np.flatnonzero(obs), W, np.asarray(sample["bias"], float),
-                np.asarray(sample["precision"], float), order,
-                [np.asarray(p, np.int64) for p in parents], [np.asarray(c, np.int64) for c in children])
-
-
-def _activation_children(net: _Net, h: int, collapsed: np.ndarray) -> np.ndarray:
+def _activation_children(net: SampleArrays, h: int, collapsed: np.ndarray) -> np.ndarray:
     """Children whose likelihood enters the update of hidden unit h: all but the
     ``collapsed`` (missing in every row of the group, integrated out) ones."""
     ch = net.children[h]
@@ -98,7 +67,7 @@ def impute_sample(sample: dict, U: np.ndarray, miss: np.ndarray, rng: np.random.
     integrated out of the hidden updates (they are leaves) and the others are
     imputed by Gibbs draws.
     """
-    net = _compile(sample)
+    net = sample_arrays(sample)
     N, D = U.shape
     if net.obs_nodes.size != D:
         raise ValueError(f"posterior sample has {net.obs_nodes.size} observed units, data have {D} columns")
@@ -114,7 +83,7 @@ def impute_sample(sample: dict, U: np.ndarray, miss: np.ndarray, rng: np.random.
     return acc
 
 
-def _gibbs(net: _Net, U, miss, rng, num_sweeps, burn_in, J) -> np.ndarray:
+def _gibbs(net: SampleArrays, U, miss, rng, num_sweeps, burn_in, J) -> np.ndarray:
     N, D = U.shape
     n = net.b.size
     whole = miss.all(axis=0)  # integrated out of the hidden updates
