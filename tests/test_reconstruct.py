@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import integrate
 from scipy.special import expit
 
 from chefs import impute
@@ -50,8 +51,40 @@ def exact_conditional_mean(sample, u, missing):
             logw = logw + _normal_logpdf(math.log(u[d] / (1 - u[d])), mu[d], rho[d])
     w = np.exp(logw - logw.max())
     w /= w.sum()
-    return np.array([np.sum(w * impute.sigmoid_normal_mean(mu[d], np.full(mu[d].shape, rho[d] ** -0.5)))
-                     for d in missing])
+    return np.array([np.sum(w * _sigmoid_normal_mean_quad(mu[d], rho[d] ** -0.5)) for d in missing])
+
+
+def _sigmoid_normal_mean_by_quad(m, sd):
+    """E[sigmoid(m + sd Z)] by adaptive quadrature (independent of impute's Gauss-Hermite rule)."""
+    f = lambda z: expit(m + sd * z) * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)  # noqa: E731
+    step = [-m / sd] if abs(m / sd) < 12 else None  # the sigmoid's centre, where a wide spread makes it steep
+    return integrate.quad(f, -12, 12, epsabs=1e-14, epsrel=1e-12, limit=500, points=step)[0]
+
+
+def _sigmoid_normal_mean_quad(mu, sd):
+    """E[sigmoid(mu + sd Z)] for an array ``mu``: adaptive quadrature on a fine grid of
+    mu, interpolated (the function is smooth; grid step 0.005 keeps the error < 1e-6)."""
+    grid = np.arange(mu.min() - 0.01, mu.max() + 0.01, 0.005)
+    vals = np.array([_sigmoid_normal_mean_by_quad(m, sd) for m in grid])
+    return np.interp(mu, grid, vals)
+
+
+@pytest.mark.parametrize("sd", [0.3, 1.0, 1.5, 1.6, 3.0, 10.0, 100.0])
+def test_sigmoid_normal_mean_matches_quadrature(sd):
+    mu = np.linspace(-12, 12, 49)
+    ref = np.array([_sigmoid_normal_mean_by_quad(m, sd) for m in mu])
+    # the rule's own error is below 1e-9 (docs/derivations-reconstruct.md); 1e-8 leaves room for quad's
+    np.testing.assert_allclose(impute.sigmoid_normal_mean(mu, np.full(mu.shape, sd)), ref, rtol=0, atol=1e-8)
+    # negative control: a wrong spread (sd doubled) is far outside the tolerance
+    assert np.max(np.abs(impute.sigmoid_normal_mean(mu, np.full(mu.shape, 2 * sd)) - ref)) > 1e-3
+
+
+def test_negative_control_gauss_hermite_alone_fails_for_wide_spreads():
+    # the plain 32-point Gauss-Hermite rule (the code before stop 12) is off by 1e-2 at sd = 10
+    mu = np.linspace(-12, 12, 49)
+    ref = np.array([_sigmoid_normal_mean_by_quad(m, 10.0) for m in mu])
+    plain = expit(mu[:, None] + 10.0 * impute._GH_X) @ impute._GH_W
+    assert np.max(np.abs(plain - ref)) > 1e-3
 
 
 def make_net(samples=SAMPLES):
@@ -97,6 +130,15 @@ def test_negative_control_ignoring_observed_entries_fails(monkeypatch, max_group
     # planted bug: hidden units are updated without their observed children
     monkeypatch.setattr(impute, "_activation_children", lambda net, h, collapsed: net.children[h][~net.obs[net.children[h]]])
     z = z_scores(make_net(), seed=1, max_groups=max_groups)
+    assert np.max(np.abs(z)) > 4, z
+
+
+def test_negative_control_wrong_rao_blackwell_mean_fails(monkeypatch):
+    # planted bug: the Rao-Blackwellised mean uses twice the observed units' noise sd
+    # (the reference computes that expectation by its own quadrature, so it does not move with it)
+    good = impute.sigmoid_normal_mean
+    monkeypatch.setattr(impute, "sigmoid_normal_mean", lambda mu, sd: good(mu, 2 * np.asarray(sd)))
+    z = z_scores(make_net(), seed=1)
     assert np.max(np.abs(z)) > 4, z
 
 
