@@ -89,7 +89,8 @@ def test_geweke_negative_control_structure_moves_ignore_likelihood(monkeypatch):
 
     monkeypatch.setattr(nl, "collapsed_gain", no_gain)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    zs = geweke_test(make_model(**SENSITIVE), config, 4000, 4000, np.random.default_rng(3), **GW)
+    # the same settings as the passing informative run of test_geweke_full_sampler
+    zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, 4000, 4000, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -197,11 +198,12 @@ def test_geweke_negative_control_wrong_weight_variance_conditional(monkeypatch):
     orig = NLGBN.update_weight_var
 
     def planted(self, rng, state, prior=None):
-        return orig(self, rng, state, (2.0, 6.0))
+        return orig(self, rng, state, (2.0, 24.0))  # rate 24 where the model's prior says 8
 
     monkeypatch.setattr(NLGBN, "update_weight_var", planted)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    zs = geweke_test(make_model(weight_prior=(2.0, 2.0)), config, 4000, 4000, np.random.default_rng(3), **GW)
+    # the same settings as the passing informative run of test_geweke_full_sampler
+    zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, 4000, 4000, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
