@@ -110,7 +110,15 @@ def test_exact_infinite_probabilities_sum_to_one():
     totals = [sum(s.prob for s in enumerate_structures(prior, 1, h)) for h in range(5)]
     assert np.all(np.diff(totals) > 0)
     assert totals[0] == pytest.approx(math.exp(-0.3), rel=1e-12)  # P(H = 0) = e^-gamma
-    assert 1 - totals[-1] < 2e-4
+    assert 0 < 1 - totals[-1]
+    # the missing mass 1 - P(H <= h) is the tail P(H > h) of the generative chefs process
+    rng = np.random.default_rng(5)
+    n = 10_000
+    H = np.array([int(np.sum(~np.asarray(g.observed))) for g in prior.sample_many(rng, n, 1, observed_order=0.0)])
+    for h in range(3):
+        tail = np.mean(H > h)
+        se = math.sqrt(max(tail, 1 / n) * (1 - tail) / n)
+        assert abs(tail - (1 - totals[h])) < Z * se, (h, tail, 1 - totals[h])
 
 
 def test_exact_density_matches_log_prob():

@@ -73,12 +73,14 @@ def test_incremental_prior_ratios_match_full_density(order):
 
 
 @pytest.mark.parametrize("order", ORDERS[:2])
-def test_depth_and_birth_death_proposals_log_ratio(order):
-    """propose_* return prior ratio + Hastings: check the prior part by undoing
-    the Hastings terms computed independently."""
+def test_depth_proposals_log_ratio(order):
+    """propose_depth returns prior ratio + Hastings for both of its moves (a node
+    inserted on an edge, kind 1; a collapsible node removed, kind 2): check the
+    prior part by undoing the Hastings terms computed independently."""
     prior = ICP(1.1, 1.5, 0.8)
     rng = np.random.default_rng(12)
-    for _ in range(60):
+    counts = {1: 0, 2: 0}
+    for _ in range(200):
         s, _ = random_state(rng, 4, order, prior)
         s.ensure_capacity(6)
         before = s.to_dag()
@@ -100,9 +102,11 @@ def test_depth_and_birth_death_proposals_log_ratio(order):
             E1 = kern.count_edges(alive, Zm)
             hast = math.log(C0) - math.log(E1) - math.log(theta[k] - theta[i])
         assert lr == pytest.approx(d + hast, abs=1e-9)
+        counts[kind] += 1
         kern.undo_depth(*arrays, kind, h, k, i)
         assert s.to_dag() == before
         s.check()
+    assert counts[1] >= 20 and counts[2] >= 10, counts  # both moves were checked, not skipped
 
 
 # ------------------------------------------------------- exact enumeration
