@@ -127,7 +127,7 @@ def test_stores_share_one_interface(tmp_path, store_cls):
     assert st.count() == 3 and st.last_sweep() == 6
     assert st.truncate_after(3) == 2
     assert st.count() == 1 and st.scalars()["sweep"] == [2]
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="stored twice"):
         st.add(2, "{}", sc)
         st.flush()
     st.close()

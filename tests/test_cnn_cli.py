@@ -1,7 +1,6 @@
 """End to end: `chefs cnn sample` on the 8x8 digits (process pool) and `chefs cnn report`."""
 
 import json
-import time
 
 import pytest
 
@@ -12,11 +11,9 @@ from chefs.cli import main  # noqa: E402
 
 def test_cnn_sample_and_report_end_to_end(tmp_path, capsys):
     run = tmp_path / "run"
-    t0 = time.perf_counter()
     rc = main(["cnn", "sample", "--data", "digits", "--chains", "2", "--samples", "4", "--train-steps", "80",
                "--warm-steps", "20", "--seed", "3", "--executor", "process", "--quiet", "--out", str(run)])
     assert rc == 0
-    assert time.perf_counter() - t0 < 120
     for f in ("config.json", "samples.jsonl", "weights.npz", "test_proba.npz"):
         assert (run / f).is_file()
     cfg = json.loads((run / "config.json").read_text())
