@@ -1,6 +1,5 @@
 """chefs.cnn torch parts: builder properties, warm start, evidence, chain plumbing, data, storage."""
 
-import json
 import math
 
 import numpy as np
@@ -151,7 +150,7 @@ def test_driver_always_accept_and_always_reject():
     assert [s.net_id for s, _ in states] == [1, 3, 5] and fit.calls == 5
     assert [s.dag.num_nodes for s, _ in states] == [3, 2, 3]
     # refresh: the current network is trained too (a second fit) and kept with a new id
-    s5, info = mh_step(rng, state, reject_after_fit := (lambda r, d: (grow, -50.0)), fit, prior, 1, 1, refresh=True)
+    s5, info = mh_step(rng, state, lambda r, d: (grow, -50.0), fit, prior, 1, 1, refresh=True)
     assert not info.accepted and info.trained and fit.calls == 7 and s5.net_id == 1 and info.train_steps == 6
     assert fit.warm is state.weights  # the proposal starts from the pre-refresh weights
     assert s5.weights["w"][0] == 6.0  # the refreshed current weights are kept
