@@ -140,7 +140,8 @@ def _one_point_conditional(kernel, num_points=20000, iters=60, plant=0, seed=5):
     b0, mu_h, y_c = -0.5, 0.3, 1.2
     Y = np.vstack([np.full(N, y_c), np.full(N, -3.0)])  # start far out in the tail
     U = expit(Y)
-    MU = np.vstack([b0 + W[1, 0] * U[1], np.full(N, mu_h)])
+    # the MTM plant: the kernel is handed a prior mean off by 0.5 (the slice kernel plants it inside)
+    MU = np.vstack([b0 + W[1, 0] * U[1], np.full(N, mu_h + (0.5 if plant and kernel == "mtm" else 0.0))])
     ch = np.array([0])
     for _ in range(iters):
         if kernel == "slice":
@@ -175,9 +176,10 @@ def test_activation_kernel_samples_the_exact_conditional(kernel):
     assert abs(z_mean) < Z and ks > 1e-4, (z_mean, ks)
 
 
-def test_activation_kernel_negative_control_planted_prior_shift():
-    """The same check catches a slice sampler whose prior mean is off by 0.5."""
-    z_mean, ks = _conditional_z(*_one_point_conditional("slice", plant=1))
+@pytest.mark.parametrize("kernel", ["slice", "mtm"])
+def test_activation_kernel_negative_control_planted_prior_shift(kernel):
+    """The same check catches either kernel when its prior mean is off by 0.5."""
+    z_mean, ks = _conditional_z(*_one_point_conditional(kernel, plant=1))
     assert abs(z_mean) > Z and ks < 1e-4, (z_mean, ks)
 
 
