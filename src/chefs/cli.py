@@ -15,8 +15,36 @@ import sys
 from . import __version__, commands
 
 
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Appends an option's default to its help, unless the help already states one
+    or the default is None / False (a flag)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if ("default" in text.lower() or not action.option_strings or default is None or default is False
+                or default is argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every (sub)parser of ``chefs`` states its defaults in --help."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        default = kwargs.get("default")
+        if ("help" not in kwargs and args and str(args[0]).startswith("-") and default is not None
+                and default is not False and default is not argparse.SUPPRESS):
+            kwargs["help"] = "default: %(default)s"
+        return super().add_argument(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="chefs",
         description="Bayesian nonparametric DAG structure learning with the Indian Chefs Process.",
     )
