@@ -152,6 +152,12 @@ def test_cli_mcmc_summary_export(tmp_path, capsys):
     assert len(graphs) == 2 * 150 and all(g.num_observed == 3 for g in graphs)
     assert main(["export", str(out), "--format", "graphml", "--out", str(tmp_path / "g.graphml")]) == 0
     assert main(["summary", str(tmp_path / "nope")]) == 2
+    # an existing output is kept: refused without --force, untouched when the run does not exist
+    before = (tmp_path / "g.jsonl").read_bytes()
+    assert main(["export", str(out), "--out", str(tmp_path / "g.jsonl")]) == 2
+    assert main(["export", str(tmp_path / "nope"), "--out", str(tmp_path / "g.jsonl"), "--force"]) == 2
+    assert (tmp_path / "g.jsonl").read_bytes() == before
+    assert main(["export", str(out), "--out", str(tmp_path / "g.jsonl"), "--force"]) == 0
 
 
 def test_invalid_run_arguments(tmp_path):

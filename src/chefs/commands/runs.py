@@ -49,7 +49,8 @@ def register(sub) -> None:
     e = sub.add_parser("export", help="kept graphs of a run as JSONL or GraphML")
     e.add_argument("run")
     e.add_argument("--format", choices=["jsonl", "graphml"], default="jsonl")
-    e.add_argument("--out", required=True)
+    e.add_argument("--out", required=True, help="output file")
+    e.add_argument("--force", action="store_true", help="overwrite an existing output file")
     e.set_defaults(func=cmd_export)
 
 
@@ -129,23 +130,25 @@ def cmd_export(args) -> int:
     from ..mcmc.diagnostics import kept_graphs
 
     out = Path(args.out)
+    if out.exists() and not args.force:
+        raise FileExistsError(f"{out} exists; use --force to overwrite it")
+    graphs = list(kept_graphs(args.run))  # read (and validate the run) before touching the output
+    if not graphs:
+        raise ValueError(f"{args.run} has no kept samples yet (nothing to export)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
+    tmp = out.with_name(out.name + ".part")
     if args.format == "jsonl":
-        with open(out, "w", encoding="utf-8") as fh:
-            for g in kept_graphs(args.run):
-                fh.write(g.to_json() + "\n")
-                n += 1
+        tmp.write_text("".join(g.to_json() + "\n" for g in graphs), encoding="utf-8")
     else:
         import networkx as nx
 
         big = nx.DiGraph()
-        for j, g in enumerate(kept_graphs(args.run)):
+        for j, g in enumerate(graphs):
             G = g.to_networkx()
             big.update(nx.relabel_nodes(G, {k: f"g{j}_n{k}" for k in G.nodes}))
             for k in G.nodes:
                 big.nodes[f"g{j}_n{k}"]["graph"] = j
-            n += 1
-        nx.write_graphml(big, str(out))
-    print(f"exported {n} graph(s) to {out}")
+        nx.write_graphml(big, str(tmp))
+    tmp.replace(out)  # a failure above leaves any earlier file untouched
+    print(f"exported {len(graphs)} graph(s) to {out}")
     return 0
