@@ -168,3 +168,6 @@ def test_invalid_run_arguments(tmp_path):
         create_run(tmp_path / "y", config, sweeps=10, thin=0)
     with pytest.raises(ValueError):
         create_run(tmp_path / "z", config, sweeps=10, checkpoint_every=0)
+    with pytest.raises(ValueError, match="no sample would be kept"):  # checked before any sampling
+        create_run(tmp_path / "t", config, sweeps=10, burn_in=5, thin=6)
+    assert not (tmp_path / "t").exists()

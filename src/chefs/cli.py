@@ -70,7 +70,10 @@ def main(argv=None) -> int:
         print(f"chefs: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("chefs: interrupted", file=sys.stderr)
+        hint = ""
+        if args.command == "fit" and getattr(args, "out", None):
+            hint = f"; checkpoints are kept: `chefs resume {args.out}` continues the run"
+        print(f"chefs: interrupted{hint}", file=sys.stderr)
         return 130
 
 

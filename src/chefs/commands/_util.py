@@ -33,3 +33,22 @@ def nonneg_int(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text}")
     return v
+
+
+def note_if_incomplete(run) -> None:
+    """Tell the user (stderr) when a run's chains have not finished: results then
+    cover only the sweeps done so far, and ``chefs resume RUN`` continues it."""
+    import json
+    import sys
+    from pathlib import Path
+
+    run = Path(run)
+    try:
+        spec = json.loads((run / "config.json").read_text())
+    except (OSError, ValueError):
+        return  # not a run directory: the command itself reports that
+    chains = int(spec.get("chains", 1))
+    unfinished = [c for c in range(chains) if not (run / f"chain-{c}" / "done").exists()]
+    if unfinished:
+        print(f"chefs: note: {run} is incomplete ({len(unfinished)} of {chains} chain(s) unfinished); results use the "
+              f"sweeps done so far; `chefs resume {run}` continues it", file=sys.stderr)

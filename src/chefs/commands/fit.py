@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import nonneg_int, positive_float, positive_int
+from ._util import nonneg_int, note_if_incomplete, positive_float, positive_int
 
 
 def register(sub) -> None:
@@ -122,6 +122,7 @@ def cmd_fantasy(args) -> int:
     if out.exists() and not args.force:
         raise FileExistsError(f"{out} exists; use --force to overwrite it")
     net = BeliefNetwork.load(args.run)
+    note_if_incomplete(args.run)
     given = None
     if net.inputs:
         run = Path(args.run)
@@ -144,23 +145,30 @@ def cmd_plot(args) -> int:
 
     run = Path(args.run)
     out = Path(args.out) if args.out else run / "plots"
+    net = BeliefNetwork.load(run)  # before creating anything: a wrong path leaves no directory behind
+    note_if_incomplete(run)
     out.mkdir(parents=True, exist_ok=True)
-    net = BeliefNetwork.load(run)
     ref = np.load(run / "test.npy") if (run / "test.npy").exists() else np.load(run / "train.npy")
     fantasy = net.sample(ref.shape[0], rng=args.seed, inputs=ref if net.inputs else None)
     plt = _mpl()
     D = ref.shape[1]
-    pairs = [(0, 1)] if D == 2 else [(j, j + 1) for j in range(0, min(D - 1, 6), 2)] if D > 2 else [(0, 0)]
+    # consecutive column pairs (at most three panels), the last column included when D is odd
+    pairs = [(j, j + 1) for j in range(0, D - 1, 2)] + ([(D - 2, D - 1)] if D > 2 and D % 2 else []) if D > 1 else [(0, 0)]
+    pairs = pairs[:3]
+    both = np.vstack([ref, fantasy])
+    lo, hi = both.min(axis=0), both.max(axis=0)
+    pad = 0.03 * np.where(hi > lo, hi - lo, 1.0)
     fig, axes = plt.subplots(len(pairs), 2, figsize=(9, 4.2 * len(pairs)), squeeze=False)
     for r, (a, b) in enumerate(pairs):
         for c, (X, title) in enumerate(((ref, "test data" if (run / "test.npy").exists() else "training data"),
                                         (fantasy, "fantasy data (posterior)"))):
             ax = axes[r, c]
             if D == 1:
-                ax.hist(X[:, 0], bins=50)
-            else:
+                ax.hist(X[:, 0], bins=np.linspace(lo[0] - pad[0], hi[0] + pad[0], 51))
+            else:  # the same axis ranges in both panels, so that they can be compared
                 ax.scatter(X[:, a], X[:, b], s=2, alpha=0.5)
-                ax.set(xlabel=f"x{a}", ylabel=f"x{b}")
+                ax.set(xlabel=f"column {a}", ylabel=f"column {b}", xlim=(lo[a] - pad[a], hi[a] + pad[a]),
+                       ylim=(lo[b] - pad[b], hi[b] + pad[b]))
             ax.set_title(title)
     fig.tight_layout()
     fig.savefig(out / "fantasy.png", dpi=110)

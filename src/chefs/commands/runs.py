@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ._util import nonneg_int, positive_float, positive_int
+from ._util import nonneg_int, note_if_incomplete, positive_float, positive_int
 
 
 def register(sub) -> None:
@@ -107,7 +107,11 @@ def cmd_resume(args) -> int:
 def cmd_summary(args) -> int:
     from ..mcmc.diagnostics import structure_summary, summary_table, trace_plot
 
-    print(summary_table(args.run).to_string())
+    table = summary_table(args.run)
+    note_if_incomplete(args.run)
+    print(table.to_string())
+    if json.loads((Path(args.run) / "config.json").read_text()).get("chains", 1) < 2:
+        print("(r_hat needs at least two chains: run with --chains 2 or more)")
     s = structure_summary(args.run)
     print(f"\n{s['num_samples']} kept graphs")
     for key in ("num_nodes", "num_hidden", "depth"):

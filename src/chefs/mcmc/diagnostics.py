@@ -9,7 +9,10 @@ log joint density).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +52,9 @@ def inference_data(run_dir):
     spec = load_spec(run_dir)
     sampled = set(spec["config"].get("sample_hyper", []))
     names = [v for v in TRACE_VARS if v not in ("alpha", "gamma", "phi") or v in sampled]
-    return az.from_dict(posterior={v: tr[v] for v in names},
-                        attrs={"run": str(run_dir), "sweeps": spec["sweeps"], "thin": spec["thin"]})
+    with _quiet_arviz():
+        return az.from_dict(posterior={v: tr[v] for v in names},
+                            attrs={"run": str(run_dir), "sweeps": spec["sweeps"], "thin": spec["thin"]})
 
 
 def write_netcdf(run_dir) -> Path:
@@ -60,11 +64,31 @@ def write_netcdf(run_dir) -> Path:
     return path
 
 
-def summary_table(run_dir):
-    """pandas DataFrame of means, sds, R-hat and ESS per scalar."""
+@contextlib.contextmanager
+def _quiet_arviz():
+    """ArviZ logs a shape warning for single-chain runs and numpy warns on constant
+    traces (R-hat and ESS are then undefined, shown as NaN); the CLI says so itself."""
     import arviz as az
 
-    return az.summary(inference_data(run_dir), kind="all", round_to=4)
+    # ArviZ logs through its own Logger("arviz") instance (not the one logging.getLogger returns)
+    log = getattr(az, "_log", None) or logging.getLogger("arviz")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            yield
+    finally:
+        log.setLevel(level)
+
+
+def summary_table(run_dir):
+    """pandas DataFrame of means, sds, R-hat and ESS per scalar (R-hat is NaN for a
+    single chain, R-hat and ESS are NaN or inf for a constant trace)."""
+    import arviz as az
+
+    with _quiet_arviz():
+        return az.summary(inference_data(run_dir), kind="all", round_to=4)
 
 
 def structure_summary(run_dir) -> dict:
@@ -108,7 +132,8 @@ def trace_plot(run_dir, path=None) -> Path:
 
     plt = _mpl()
     idata = inference_data(run_dir)
-    axes = az.plot_trace(idata, compact=True)
+    with _quiet_arviz():
+        axes = az.plot_trace(idata, compact=True)
     fig = np.asarray(axes).ravel()[0].figure
     fig.tight_layout()
     path = Path(path or Path(run_dir) / "traces.png")

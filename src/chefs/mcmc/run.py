@@ -84,6 +84,9 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
             raise ValueError(f"{name} must be an integer >= {lo}, got {v}")
     if burn_in >= sweeps:
         raise ValueError(f"burn-in ({burn_in}) must be smaller than the number of sweeps ({sweeps})")
+    if sweeps - burn_in < thin:
+        raise ValueError(f"no sample would be kept: thin ({thin}) is larger than sweeps - burn-in "
+                         f"({sweeps} - {burn_in}); lower --thin or --burn-in, or raise --sweeps")
     if not checkpoint_every > 0:
         raise ValueError("checkpoint interval must be positive (seconds)")
     out = Path(out)
