@@ -19,10 +19,18 @@ def test_table1_quick_ring(tmp_path, capsys):
     assert [r["model"] for r in rows] == ["baseline", "icp", "kde", "dpgmm"]
     for r in rows:
         assert 0.0 <= float(r["hellinger"]) <= 1.0
+    assert {r["settings"] for r in rows} == {"quick"}
     text = (out / "table1.md").read_text()
     assert "paper" in text and "| icp |" in text
+    assert "Quick settings" in text and "not comparable" in text  # a smoke run says so
+    assert "ahead of both CIBP and ECIBP: not evaluated" in text  # no cibp/ecibp rows in this run
     assert (out / "fantasy_toy.png").exists()
     assert main(["bench", "table1", "--out", str(out), "--datasets", "nope"]) == 2
+    # an existing table is not replaced without --force (nothing is run)
+    before = (out / "table1.csv").read_bytes()
+    assert main(["bench", "table1", "--out", str(out), "--datasets", "ring", "--models", "kde", "--quick"]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert (out / "table1.csv").read_bytes() == before
 
 
 def _write(path, rows):
@@ -55,6 +63,11 @@ def test_table1_merge_counts_targets(tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("x,y\n1,2\n")
     assert main(["bench", "table1-merge", str(bad), "--out", str(out)]) == 2
+    # the same (data set, model, seed) twice is refused, not averaged twice
+    assert main(["bench", "table1-merge", str(a), str(a), "--out", str(tmp_path / "m2")]) == 2
+    assert "appears twice" in capsys.readouterr().err
+    assert main(["bench", "table1-merge", str(a), str(b), "--out", str(out)]) == 2  # exists: needs --force
+    assert main(["bench", "table1-merge", str(a), str(b), "--out", str(out), "--force"]) == 0
 
 
 def test_table1_first_seed_and_jobs(tmp_path, capsys):

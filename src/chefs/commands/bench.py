@@ -20,11 +20,13 @@ def register(sub) -> None:
     t.add_argument("--jobs", type=positive_int, default=1,
                    help="run the (data set, seed) cells in this many processes (same numbers as --jobs 1)")
     t.add_argument("--quick", action="store_true", help="short chains and subsampled training sets (~5 min)")
+    t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
     t.set_defaults(func=cmd_table1)
     mg = bs.add_parser("table1-merge", help="merge table1.csv files of separate runs into one table")
     mg.add_argument("csv", nargs="+", help="table1.csv files")
     mg.add_argument("--out", required=True, help="output directory for the merged table1.csv and table1.md")
+    mg.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     mg.set_defaults(func=cmd_table1_merge)
     r = bs.add_parser("reconstruct", help="003 section 5 / Fig. 5a: reconstruct the hidden bottom half of 8x8 digits")
     r.add_argument("--out", required=True, help="output directory (reconstruct.csv, reconstruct.md, reconstruct.png, runs/)")
@@ -47,7 +49,7 @@ def cmd_table1(args) -> int:
     datasets = tuple(d.strip() for d in args.datasets.split(",")) if args.datasets else DATASETS
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
     path = run_table1(args.out, datasets, models, tuple(range(args.first_seed, args.first_seed + args.seeds)), args.quick, args.data_dir, chains=args.chains,
-                      jobs=args.jobs)
+                      jobs=args.jobs, force=args.force)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0
@@ -56,7 +58,7 @@ def cmd_table1(args) -> int:
 def cmd_table1_merge(args) -> int:
     from ..bench.table1 import merge_tables
 
-    path = merge_tables(args.csv, args.out)
+    path = merge_tables(args.csv, args.out, force=args.force)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0
