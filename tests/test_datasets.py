@@ -237,11 +237,13 @@ def test_load_accepts_a_csv_path(tmp_path):
 
 
 def test_missing_file_gives_one_line_with_where_to_put_it(tmp_path):
+    (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError) as err:
         load("wine", data_dir=tmp_path / "empty")
     msg = str(err.value)
     assert "\n" not in msg
-    for needle in ("winequality-red.csv", "CHEFS_DATA", "--data-dir", "CHEFS_DOWNLOAD", str(tmp_path / "empty")):
+    for needle in ("winequality-red.csv", "CHEFS_DATA", "--data-dir", "CHEFS_DOWNLOAD", "--download",
+                   str(tmp_path / "empty")):
         assert needle in msg
 
 
@@ -273,6 +275,9 @@ def test_download_from_loopback_is_checked_and_cached(loopback_server, tmp_path,
     spec = DATASETS["yeast"]
     shutil.copyfile(DATA / spec.filename, served / spec.filename)
     cache = tmp_path / "cache"
+    with pytest.raises(ValueError, match="does not exist"):  # a wrong --data-dir is reported, not skipped
+        load("yeast", data_dir=tmp_path / "empty")
+    (tmp_path / "empty").mkdir()
     # Not allowed unless asked.
     with pytest.raises(ValueError, match="CHEFS_DOWNLOAD"):
         load("yeast", data_dir=tmp_path / "empty")

@@ -69,6 +69,11 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError) as err:
         print(f"chefs: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `chefs data list | head`: the reader has gone, which is not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         hint = ""
         if args.command == "fit" and getattr(args, "out", None):

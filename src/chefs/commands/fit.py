@@ -21,10 +21,12 @@ def register(sub) -> None:
     f.add_argument("--thin", type=positive_int, default=5)
     f.add_argument("--chains", type=positive_int, default=1)
     f.add_argument("--seed", type=nonneg_int, default=0)
-    f.add_argument("--alpha", type=positive_float, default=1.0)
-    f.add_argument("--gamma", type=positive_float, default=1.0)
-    f.add_argument("--phi", type=positive_float, default=1.0)
-    f.add_argument("--fixed-hyper", action="store_true", help="keep alpha, gamma, phi fixed (default: sampled)")
+    f.add_argument("--alpha", type=positive_float, default=None, help="ICP only: initial alpha (default 1)")
+    f.add_argument("--gamma", type=positive_float, default=None, help="ICP only: initial gamma (default 1)")
+    f.add_argument("--phi", type=positive_float, default=None, help="ICP only: initial phi (default 1)")
+    f.add_argument("--fixed-hyper", action="store_true",
+                   help="ICP only: keep alpha, gamma, phi fixed (default: sampled; the CIBP/ECIBP always sample "
+                        "their per-layer alpha, beta under top-hat priors)")
     f.add_argument("--inputs", default="", help="comma-separated column indices to condition on (observed at "
                    "theta = 1): the model becomes p(outputs | inputs)")
     f.add_argument("--activation-update", choices=["mtm", "slice", "mtm+slice"], default="mtm",
@@ -72,12 +74,18 @@ def load_data(name: str, data_dir=None, seed: int = 0):
 def cmd_fit(args) -> int:
     from ..density import BeliefNetwork
 
+    icp_only = [flag for flag, v in (("--alpha", args.alpha), ("--gamma", args.gamma), ("--phi", args.phi),
+                                     ("--fixed-hyper", args.fixed_hyper or None)) if v is not None]
+    if args.prior != "icp" and icp_only:
+        raise ValueError(f"{', '.join(icp_only)} belong(s) to --prior icp; the {args.prior.upper()}'s per-layer "
+                         "alpha and beta are sampled under their top-hat priors")
+    alpha, gamma, phi = (1.0 if v is None else v for v in (args.alpha, args.gamma, args.phi))
     train, test, label = load_data(args.data, args.data_dir, args.split_seed)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it")
     net = BeliefNetwork(prior=args.prior, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains,
-                        seed=args.seed, alpha=args.alpha, gamma=args.gamma, phi=args.phi,
+                        seed=args.seed, alpha=alpha, gamma=gamma, phi=phi,
                         sample_hyper=not args.fixed_hyper, out=out, force=args.force,
                         progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
                         inputs=_columns(args.inputs), activation_update=args.activation_update,

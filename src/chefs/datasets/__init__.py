@@ -252,7 +252,7 @@ def _missing(spec: DatasetSpec, data_dir) -> ValueError:
     return ValueError(
         f"data set '{spec.name}' needs the file {spec.filename} (from {spec.source}): put it in a "
         f"directory and point CHEFS_DATA or --data-dir there (looked in: {where}), "
-        f"or allow downloading with download=True / CHEFS_DOWNLOAD=1"
+        f"or allow downloading (`chefs data ... --download`, download=True in Python, or CHEFS_DOWNLOAD=1)"
     )
 
 

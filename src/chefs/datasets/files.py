@@ -48,7 +48,10 @@ def data_dirs(data_dir=None) -> list[Path]:
     """
     out = []
     if data_dir is not None:
-        out.append(Path(data_dir).expanduser())
+        d = Path(data_dir).expanduser()
+        if not d.is_dir():  # a typo in --data-dir should not silently fall back to $CHEFS_DATA
+            raise ValueError(f"data directory {d} does not exist or is not a directory")
+        out.append(d)
     env = os.environ.get(DATA_ENV)
     if env:
         p = Path(env).expanduser()
