@@ -225,6 +225,10 @@ def test_cli_fit_sample_score(tmp_path, capsys):
     capsys.readouterr()
     assert main(["outtree", "score", str(run), str(data)]) == 0
     assert np.isfinite(float(capsys.readouterr().out.strip()))
+    # a data set's test split, as everywhere else in the CLI (ring is 2-D like the fit)
+    assert main(["outtree", "score", str(run), "ring:test"]) == 0
+    assert np.isfinite(float(capsys.readouterr().out.strip()))
+    assert main(["outtree", "score", str(run), "ring:val"]) == 2
 
 
 def test_fast_predictive_matches_direct_logdet_ratio():

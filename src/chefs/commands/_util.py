@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def positive_float(text: str) -> float:
@@ -52,3 +53,23 @@ def note_if_incomplete(run) -> None:
     if unfinished:
         print(f"chefs: note: {run} is incomplete ({len(unfinished)} of {chains} chain(s) unfinished); results use the "
               f"sweeps done so far; `chefs resume {run}` continues it", file=sys.stderr)
+
+
+def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = False, bare: str = "all"):
+    """Data from a CSV file, ``NAME`` or ``NAME:train`` / ``NAME:test`` (the Table 1
+    split with this seed). A bare NAME gives the whole data set (``bare="all"``) or
+    its training split (``bare="train"``, as ``chefs fit`` uses)."""
+    from .. import datasets
+
+    if os.path.isfile(spec):
+        return datasets.read_csv(spec)
+    name, _, part = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if datasets.resolve_name(name) is None:
+        raise ValueError(f"{spec!r} is neither a CSV file nor a data set name ({', '.join(datasets.DATASETS)})")
+    part = part or (bare if bare == "train" else "")
+    if part == "":
+        return datasets.load(name, data_dir=data_dir, seed=seed, download=download)
+    if part not in ("train", "test"):
+        raise ValueError(f"{spec!r}: after ':' write train or test")
+    train, test = datasets.load_split(name, seed=seed, data_dir=data_dir, download=download)
+    return train if part == "train" else test

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import nonneg_int, positive_int
+from ._util import load_data_spec, nonneg_int, positive_int
 
 
 def _add_data_dir(p) -> None:
@@ -78,19 +78,7 @@ def _usage(parser) -> int:
 
 
 def _sample(spec: str, args) -> np.ndarray:
-    from .. import datasets
-
-    if os.path.isfile(spec):
-        return datasets.read_csv(spec)
-    name, _, part = spec.rpartition(":") if ":" in spec else (spec, "", "")
-    if datasets.resolve_name(name) is None:
-        raise ValueError(f"{spec!r} is neither a CSV file nor a data set name ({', '.join(datasets.DATASETS)})")
-    if part == "":
-        return datasets.load(name, data_dir=args.data_dir, seed=args.seed, download=args.download)
-    if part not in ("train", "test"):
-        raise ValueError(f"{spec!r}: after ':' write train or test")
-    train, test = datasets.load_split(name, seed=args.seed, data_dir=args.data_dir, download=args.download)
-    return train if part == "train" else test
+    return load_data_spec(spec, args.data_dir, args.seed, args.download)
 
 
 def _cmd_hellinger(args) -> int:

@@ -7,38 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import nonneg_int, positive_int
-
-
-def _read_csv(path: str) -> np.ndarray:
-    """Plain numeric CSV with an optional header line (fallback reader)."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"no such data file: {path}")
-    lines = [ln for ln in p.read_text().splitlines() if ln.strip()]
-    if not lines:
-        raise ValueError(f"{path} is empty")
-    try:
-        [float(v) for v in lines[0].split(",")]
-    except ValueError:
-        lines = lines[1:]  # header
-    try:
-        rows = [[float(v) for v in ln.split(",")] for ln in lines]
-    except ValueError as err:
-        raise ValueError(f"{path}: not a numeric CSV ({err})") from None
-    if len({len(r) for r in rows}) > 1:
-        raise ValueError(f"{path}: rows have different numbers of columns")
-    return np.array(rows, dtype=float)
-
-
-def _load(name_or_path: str) -> np.ndarray:
-    try:
-        from chefs import datasets  # written by another helper; optional
-    except ImportError:
-        datasets = None
-    if datasets is not None and hasattr(datasets, "load"):
-        return np.asarray(datasets.load(name_or_path), dtype=float)
-    return _read_csv(name_or_path)
+from ._util import load_data_spec, nonneg_int, positive_int
 
 
 def _fit(args) -> int:
@@ -47,7 +16,9 @@ def _fit(args) -> int:
     run = Path(args.out)
     if run.exists() and not args.force:
         raise FileExistsError(f"{run} already exists; use --force to overwrite")
-    X = _load(args.data)
+    X = load_data_spec(args.data, args.data_dir, args.split_seed, bare="train")
+    print(f"fitting the out-tree to {X.shape[0]} x {X.shape[1]} points by variational Bayes "
+          f"(at most {args.iters} iterations; O(T^3) per iteration)", file=sys.stderr, flush=True)
     model = OutTree(iters=args.iters).fit(X, rng=np.random.default_rng(args.seed))
     model.save(run, force=args.force, extra={"data": args.data, "seed": args.seed})
     print(f"fitted {X.shape[0]} x {X.shape[1]} in {model.fit_seconds_:.1f} s, "
@@ -71,7 +42,7 @@ def _score(args) -> int:
     from chefs.outtree import OutTree
 
     model = OutTree.load(args.run)
-    X = _load(args.data)
+    X = load_data_spec(args.data, args.data_dir, args.split_seed)
     print(f"{model.score(X):.6f}")
     return 0
 
@@ -82,7 +53,10 @@ def register(subparsers) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
     f = sub.add_parser("fit", help="fit by variational Bayes and save to a RUN directory")
-    f.add_argument("--data", required=True, help="data set NAME or CSV file")
+    f.add_argument("--data", required=True,
+                   help="CSV file, or data set NAME (its training split, as chefs fit uses), NAME:train or NAME:test")
+    f.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
+    f.add_argument("--split-seed", type=nonneg_int, default=0, help="seed of the train/test split")
     f.add_argument("--out", required=True, help="RUN directory to create")
     f.add_argument("--seed", type=nonneg_int, default=0)
     f.add_argument("--iters", type=positive_int, default=12, help="maximum VB iterations")
@@ -98,5 +72,7 @@ def register(subparsers) -> None:
 
     c = sub.add_parser("score", help="print the mean predictive log-density of a data file")
     c.add_argument("run")
-    c.add_argument("data", help="data set NAME or CSV file")
+    c.add_argument("data", help="CSV file, NAME:test or NAME:train (the split of chefs fit), or NAME (all of it)")
+    c.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
+    c.add_argument("--split-seed", type=nonneg_int, default=0, help="seed of the train/test split")
     c.set_defaults(func=_score)
