@@ -23,6 +23,10 @@ def test_sample_logprob_draw(tmp_path, capsys):
     main(["prior", "sample", "--num-observed", "4", "--observed-order", "0", "--alpha", "1", "--gamma", "2",
           "--phi", "1", "--num", "5", "--seed", "3", "--out", str(out2)])
     assert out.read_text() == out2.read_text()
+    # an existing file is kept unless --force
+    args = ["prior", "sample", "--num-observed", "2", "--num", "3", "--seed", "4", "--out", str(out2)]
+    assert main(args) == 2 and out2.read_text() == out.read_text()
+    assert main(args + ["--force"]) == 0 and out2.read_text() != out.read_text()
 
 
 @pytest.mark.parametrize("content", ['{"theta": [0.1, 0.5], "observed": [true, true], "edges": [[0, 1]]}\n',

@@ -73,3 +73,11 @@ def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = Fal
         raise ValueError(f"{spec!r}: after ':' write train or test")
     train, test = datasets.load_split(name, seed=seed, data_dir=data_dir, download=download)
     return train if part == "train" else test
+
+
+def refuse_existing(path, force: bool) -> None:
+    """A data file that exists is replaced only with --force."""
+    from pathlib import Path
+
+    if Path(path).exists() and not force:
+        raise FileExistsError(f"{path} exists; use --force to overwrite it")

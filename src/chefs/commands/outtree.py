@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import load_data_spec, nonneg_int, positive_int
+from ._util import load_data_spec, nonneg_int, positive_int, refuse_existing
 
 
 def _fit(args) -> int:
@@ -29,6 +29,8 @@ def _fit(args) -> int:
 def _sample(args) -> int:
     from chefs.outtree import OutTree
 
+    if args.out:
+        refuse_existing(args.out, args.force)
     model = OutTree.load(args.run)
     Y = model.sample(args.num, np.random.default_rng(args.seed))
     if args.out:
@@ -67,6 +69,7 @@ def register(subparsers) -> None:
     s.add_argument("run")
     s.add_argument("--num", type=positive_int, required=True)
     s.add_argument("--out", default=None, help="CSV file (default: stdout)")
+    s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     s.add_argument("--seed", type=nonneg_int, default=0)
     s.set_defaults(func=_sample)
 

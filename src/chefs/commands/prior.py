@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import nonneg_int, positive_float, positive_int
+from ._util import nonneg_int, positive_float, positive_int, refuse_existing
 
 
 def _order_arg(text: str):
@@ -47,6 +47,7 @@ def register(sub) -> None:
     s.add_argument("--finite-K", type=positive_int, default=None, help="total nodes K of the finite model")
     s.add_argument("--hidden-at-one", action="store_true", help="IBP special case: hidden nodes at theta = 1")
     s.add_argument("--out", required=True, help="output .jsonl file")
+    s.add_argument("--force", action="store_true", help="overwrite an existing output file")
     s.set_defaults(func=cmd_sample)
 
     lp = ps.add_parser("logprob", help="print one log-density per graph of a .jsonl file")
@@ -86,6 +87,7 @@ def cmd_sample(args) -> int:
     from ..graph import write_jsonl
     from ..priors import ICP
 
+    refuse_existing(args.out, args.force)
     if args.prior in ("cibp", "ecibp"):
         return _sample_layered(args)
     if args.beta is not None or args.max_layers is not None:
