@@ -177,10 +177,21 @@ def test_estimator_api_and_sampling(tmp_path):
     m = OutTree(iters=10, normalizer_samples=500).fit(X, rng=1)
     Y = m.sample(400, rng)
     assert Y.shape == (400, 2) and np.all(np.isfinite(Y))
-    # fantasy points follow the data's spread: per-axis std within ~5 standard errors
+    # fantasy points follow the fitted predictive: per-axis sd against the sd of the normalised
+    # predictive by quadrature, within 5 standard errors of a sample sd (sd sqrt((kurtosis - 1) / 4n))
+    gx, gy = np.linspace(-10, 10, 101), np.linspace(-4, 4, 81)
+    XX, YY = np.meshgrid(gx, gy)
+    dens = np.exp(m.score_samples(np.column_stack([XX.ravel(), YY.ravel()]))).reshape(XX.shape)
+
+    def integral(f):
+        return np.trapezoid(np.trapezoid(f, gx, axis=1), gy)
+
+    mass = integral(dens)
+    ref = np.array([np.sqrt(integral(dens * (G - integral(dens * G) / mass) ** 2) / mass) for G in (XX, YY)])
     sd = Y.std(axis=0)
-    se = X.std(axis=0) * np.sqrt(1 / (2 * 59) + 1 / (2 * 399))
-    assert np.all(np.abs(sd - X.std(axis=0)) < 5 * se + 0.15 * X.std(axis=0))
+    kurt = ((Y - Y.mean(axis=0)) ** 4).mean(axis=0) / sd ** 4
+    se = sd * np.sqrt((kurt - 1) / (4 * Y.shape[0]))
+    assert np.all(np.abs(sd - ref) < 5 * se), (sd, ref, se)
     s = m.score_samples(rng.normal(size=(20, 2)) * [1.0, 0.3])
     assert s.shape == (20,) and np.all(np.isfinite(s))
     m.save(tmp_path / "run")
