@@ -101,8 +101,12 @@ def cmd_fit(args) -> int:
     diag = net.diagnostics()
     acc = ", ".join(f"{k} {np.mean(v):.3f}" for k, v in diag["acceptance"].items())
     print(f"acceptance: {acc}")
-    print(f"effective samples per minute: K+ {diag['ess_num_nodes_per_minute']:.1f}, "
-          f"log-likelihood {diag['ess_log_lik_per_minute']:.1f} ({net.fit_seconds_:.0f} s of sampling)")
+    def per_minute(key):  # NaN when fewer than 4 samples are kept or the trace is constant
+        v = diag[key]
+        return f"{v:.1f}" if np.isfinite(v) else "n/a (fewer than 4 kept samples, or a constant trace)"
+
+    print(f"effective samples per minute: K+ {per_minute('ess_num_nodes_per_minute')}, "
+          f"log-likelihood {per_minute('ess_log_lik_per_minute')} ({net.fit_seconds_:.0f} s of sampling)")
     if test is not None:
         from ..evaluation import hellinger
 
