@@ -83,6 +83,7 @@ def test_cli_fit_fantasy_plot(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["fit", "--data", "ring", "--sweeps", "12", "--burn-in", "4", "--thin", "2", "--no-progress",
                  "--out", str(run)]) == 0
+    assert (run / "traces.nc").is_file()  # scalar traces in an open format, as the README says
     out = capsys.readouterr().out
     assert "Hellinger(fantasy, test)" in out and "acceptance" in out
     assert main(["fit", "--data", "ring", "--sweeps", "12", "--out", str(run)]) == 2

@@ -22,8 +22,8 @@ class _DefaultsFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action):
         text = action.help or ""
         default = action.default
-        if ("default" in text.lower() or not action.option_strings or default is None or default is False
-                or default is argparse.SUPPRESS):
+        if ("default" in text.lower() or not action.option_strings or default is None or isinstance(default, bool)
+                or default is argparse.SUPPRESS):  # flags (store_true / store_false) need no default
             return text
         return f"{text} (default: %(default)s)"
 
@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
     def add_argument(self, *args, **kwargs):
         default = kwargs.get("default")
         if ("help" not in kwargs and args and str(args[0]).startswith("-") and default is not None
-                and default is not False and default is not argparse.SUPPRESS):
+                and not isinstance(default, bool) and default is not argparse.SUPPRESS):
             kwargs["help"] = "default: %(default)s"
         return super().add_argument(*args, **kwargs)
 

@@ -92,6 +92,9 @@ def cmd_fit(args) -> int:
                         num_tries=args.num_tries, structure_warmup=args.warmup,
                         weight_prior=_pair(args.weight_prior, "--weight-prior"))
     net.fit(train)
+    from ..mcmc.diagnostics import write_netcdf
+
+    write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs
     if test is not None:
         np.save(out / "test.npy", test)
     (out / "dataset.txt").write_text(label + "\n")
