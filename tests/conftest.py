@@ -11,6 +11,12 @@ settings.load_profile("chefs")
 
 REPO = Path(__file__).resolve().parents[1]
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist runs one worker per core: numba's threads would oversubscribe them
+    from chefs._threads import limit_numba_threads, share_cores
+
+    limit_numba_threads(share_cores(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+
 
 @pytest.fixture
 def rng():

@@ -167,6 +167,35 @@ def _conditional_z(draws, grid, p):
     return z_mean, ks
 
 
+def test_mtm_kernel_does_not_depend_on_the_number_of_threads():
+    """Blocks of data points run on numba's threads; each point uses only its own
+    random numbers, so one thread and two give the same arrays, bit for bit."""
+    import numba
+
+    from chefs.models import _nlgbn_kernels as K
+
+    rng = np.random.default_rng(8)
+    N, J = 1000, 4
+    Y = rng.normal(size=(6, N))
+    MU = rng.normal(size=(6, N))
+    W = 2 * rng.normal(size=(6, 6))
+    rho = rng.gamma(2.0, 2.0, size=6)
+    z, uu = rng.standard_normal((2 * J - 1, N)), rng.random((2, N))
+    out = []
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            A = [Y.copy(), 1 / (1 + np.exp(-Y)), MU.copy()]
+            acc = K.mtm_unit(A[0], A[1], A[2], W, rho, 4, np.array([0, 1, 3]), J, z, uu)
+            out.append((acc, A))
+    finally:
+        numba.set_num_threads(before)
+    assert out[0][0] == out[1][0] and 0 < out[0][0] < N
+    for a, b in zip(out[0][1], out[1][1]):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("kernel", ["slice", "mtm"])
 def test_activation_kernel_samples_the_exact_conditional(kernel):
     """20,000 independent copies of one point: after 60 updates from y = -3 the

@@ -168,7 +168,11 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
             import concurrent.futures as cf
             import multiprocessing as mp
 
-            with cf.ProcessPoolExecutor(max_workers=int(jobs), mp_context=mp.get_context("spawn")) as ex:
+            from .._threads import limit_numba_threads, share_cores
+
+            # each cell's process gets its share of the cores for numba's threads
+            with cf.ProcessPoolExecutor(max_workers=int(jobs), mp_context=mp.get_context("spawn"),
+                                        initializer=limit_numba_threads, initargs=(share_cores(jobs),)) as ex:
                 futures = [ex.submit(_cell_job, cell) for cell in cells]
                 for f in cf.as_completed(futures):
                     results, lines = f.result()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..mcmc._kernels import apply_set_edge, edge_candidates, edge_prior_prob
 
@@ -52,7 +52,7 @@ def _residuals_without(Y, MU, children, wc, u_old, n, base):
         base[ci] = Y[c, n] - MU[c, n] + wc[ci] * u_old
 
 
-@njit(cache=CACHE)
+@njit(cache=CACHE, parallel=True)
 def mtm_unit(Y, U, MU, W, rho, h, children, J, z, uu):
     """Multiple-try Metropolis update of unit h's activations, one data point at
     a time: J tries from N(MU_h, 1/rho_h), one selected with probability
@@ -61,18 +61,33 @@ def mtm_unit(Y, U, MU, W, rho, h, children, J, z, uu):
     children's MU. Returns the number of accepted points.
 
     ``z`` (2J - 1, N) standard normals and ``uu`` (2, N) uniforms are drawn by
-    the caller with numpy (vectorised; much faster than per-call draws).
+    the caller with numpy (vectorised; much faster than per-call draws). The
+    data points are independent given the other units, so blocks of them run on
+    numba's threads; every point uses only its own columns of ``z`` and ``uu``,
+    so the result does not depend on the number of threads.
     """
     N = Y.shape[1]
+    wc, rc = _child_params(W, rho, h, children)
+    nblocks = min(N, 64)
+    acc = 0
+    for blk in prange(nblocks):
+        lo = blk * N // nblocks
+        hi = (blk + 1) * N // nblocks
+        acc += _mtm_block(Y, U, MU, rho, h, children, J, z, uu, wc, rc, lo, hi)
+    return acc
+
+
+@njit(cache=CACHE)
+def _mtm_block(Y, U, MU, rho, h, children, J, z, uu, wc, rc, lo, hi):
+    """``mtm_unit`` on the data points lo..hi-1 (own scratch arrays)."""
     C = children.shape[0]
     sd = 1.0 / math.sqrt(rho[h])
     tries = np.empty(J)
     lw = np.empty(J)
     lr = np.empty(J)
     base = np.empty(C)
-    wc, rc = _child_params(W, rho, h, children)
     acc = 0
-    for n in range(N):
+    for n in range(lo, hi):
         u_old = U[h, n]
         mu = MU[h, n]
         _residuals_without(Y, MU, children, wc, u_old, n, base)

@@ -23,7 +23,6 @@ reports ``log ratio - log c`` as the (normalised) predictive log-density.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -60,11 +59,9 @@ def _single_thread():
 
 def _available_cores() -> int:
     """Cores this process may use, at most 4 (threads for the direct path)."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not on Linux
-        n = os.cpu_count() or 1
-    return max(1, min(n, 4))
+    from .._threads import available_cores
+
+    return max(1, min(available_cores(), 4))
 
 
 _SUPPORT_LOG_TOL = -45.0  # drop parent weights below e^-45 of the |G| scale
