@@ -250,8 +250,7 @@ def write_markdown(rows, path, datasets) -> None:
         lines += [f"**Quick settings** ({q['sweeps']} sweeps, at most {q['max_train']} training points, out-tree on "
                   f"{q['outtree_max']}): a smoke run of the pipeline. Its numbers are not comparable with the full "
                   "table or with the paper.", ""]
-    lines += [
-             "| model | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
+    lines += ["| model | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
     for m in models:
         lines.append(f"| {m} | " + " | ".join(cell(ds, m, "hellinger") for ds in datasets) + " |")
     lines += ["", "## Held-out log-likelihood per point (data space)", "",

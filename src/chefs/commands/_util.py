@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from pathlib import Path
 
 
 def positive_float(text: str) -> float:
@@ -39,13 +41,11 @@ def nonneg_int(text: str) -> int:
 def note_if_incomplete(run) -> None:
     """Tell the user (stderr) when a run's chains have not finished: results then
     cover only the sweeps done so far, and ``chefs resume RUN`` continues it."""
-    import json
-    import sys
-    from pathlib import Path
+    from ..mcmc.run import load_spec
 
     run = Path(run)
     try:
-        spec = json.loads((run / "config.json").read_text())
+        spec = load_spec(run)
     except (OSError, ValueError):
         return  # not a run directory: the command itself reports that
     chains = int(spec.get("chains", 1))
@@ -55,10 +55,10 @@ def note_if_incomplete(run) -> None:
               f"sweeps done so far; `chefs resume {run}` continues it", file=sys.stderr)
 
 
-def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = False, bare: str = "all"):
+def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = False, bare_split: str | None = None):
     """Data from a CSV file, ``NAME`` or ``NAME:train`` / ``NAME:test`` (the Table 1
-    split with this seed). A bare NAME gives the whole data set (``bare="all"``) or
-    its training split (``bare="train"``, as ``chefs fit`` uses)."""
+    split with this seed). A bare NAME gives the whole data set, or the split
+    ``bare_split`` when given ("train": what ``chefs fit`` trains on)."""
     from .. import datasets
 
     if os.path.isfile(spec):
@@ -66,7 +66,7 @@ def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = Fal
     name, _, part = spec.rpartition(":") if ":" in spec else (spec, "", "")
     if datasets.resolve_name(name) is None:
         raise ValueError(f"{spec!r} is neither a CSV file nor a data set name ({', '.join(datasets.DATASETS)})")
-    part = part or (bare if bare == "train" else "")
+    part = part or bare_split or ""
     if part == "":
         return datasets.load(name, data_dir=data_dir, seed=seed, download=download)
     if part not in ("train", "test"):
@@ -77,7 +77,5 @@ def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = Fal
 
 def refuse_existing(path, force: bool) -> None:
     """A data file that exists is replaced only with --force."""
-    from pathlib import Path
-
     if Path(path).exists() and not force:
         raise FileExistsError(f"{path} exists; use --force to overwrite it")

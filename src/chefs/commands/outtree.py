@@ -16,7 +16,7 @@ def _fit(args) -> int:
     run = Path(args.out)
     if run.exists() and not args.force:
         raise FileExistsError(f"{run} already exists; use --force to overwrite")
-    X = load_data_spec(args.data, args.data_dir, args.split_seed, bare="train")
+    X = load_data_spec(args.data, args.data_dir, args.split_seed, bare_split="train")
     print(f"fitting the out-tree to {X.shape[0]} x {X.shape[1]} points by variational Bayes "
           f"(at most {args.iters} iterations; O(T^3) per iteration)", file=sys.stderr, flush=True)
     model = OutTree(iters=args.iters).fit(X, rng=np.random.default_rng(args.seed))

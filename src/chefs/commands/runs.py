@@ -106,11 +106,12 @@ def cmd_resume(args) -> int:
 
 def cmd_summary(args) -> int:
     from ..mcmc.diagnostics import structure_summary, summary_table, trace_plot
+    from ..mcmc.run import load_spec
 
     table = summary_table(args.run)
     note_if_incomplete(args.run)
     print(table.to_string())
-    if json.loads((Path(args.run) / "config.json").read_text()).get("chains", 1) < 2:
+    if load_spec(args.run)["chains"] < 2:
         print("(r_hat needs at least two chains: run with --chains 2 or more)")
     s = structure_summary(args.run)
     print(f"\n{s['num_samples']} kept graphs")
