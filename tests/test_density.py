@@ -79,6 +79,23 @@ def test_conditional_model(tmp_path, moons):
         net.sample(10)
 
 
+def test_cli_fantasy_keeps_the_csv_header(tmp_path):
+    """Fantasy data of a model fitted on a CSV with a header come with that header
+    (and a header-less file gives header-less fantasy data, as before)."""
+    from chefs.cli import main
+    from chefs.datasets import read_csv
+
+    data = tmp_path / "d.csv"
+    np.savetxt(data, np.random.default_rng(1).normal(size=(60, 2)), delimiter=",", header="width,height", comments="")
+    run = tmp_path / "run"
+    assert main(["fit", "--data", str(data), "--sweeps", "8", "--burn-in", "4", "--thin", "2", "--no-progress",
+                 "--out", str(run)]) == 0
+    assert main(["fantasy", str(run), "--num", "5", "--out", str(tmp_path / "f.csv")]) == 0
+    text = (tmp_path / "f.csv").read_text().splitlines()
+    assert text[0] == "width,height" and len(text) == 6
+    assert read_csv(tmp_path / "f.csv").shape == (5, 2)
+
+
 def test_cli_fit_fantasy_plot(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["fit", "--data", "ring", "--sweeps", "12", "--burn-in", "4", "--thin", "2", "--no-progress",

@@ -71,6 +71,15 @@ def load_data(name: str, data_dir=None, seed: int = 0):
     return read_csv(path), None, path.stem
 
 
+def _column_names(run, D: int) -> list[str] | None:
+    """The training CSV's header saved with the run (None for data sets and header-less files)."""
+    import json
+
+    p = Path(run) / "columns.json"
+    names = json.loads(p.read_text()) if p.exists() else None
+    return names if names and len(names) == D else None
+
+
 def cmd_fit(args) -> int:
     from ..density import BeliefNetwork
 
@@ -95,6 +104,14 @@ def cmd_fit(args) -> int:
     from ..mcmc.diagnostics import write_netcdf
 
     write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs
+    if Path(args.data).is_file():
+        import json
+
+        from ..datasets.files import csv_column_names
+
+        names = csv_column_names(args.data)
+        if names:  # fantasy CSVs and plots reuse the data's column names
+            (out / "columns.json").write_text(json.dumps(names))
     if test is not None:
         np.save(out / "test.npy", test)
     (out / "dataset.txt").write_text(label + "\n")
@@ -145,7 +162,8 @@ def cmd_fantasy(args) -> int:
         given = ref[np.random.default_rng(args.seed).integers(0, ref.shape[0], args.num)]
     X = net.sample(args.num, rng=args.seed, inputs=given)
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.savetxt(out, X, delimiter=",", fmt="%.8g")
+    names = _column_names(args.run, X.shape[1])  # the training CSV's header, when it had one
+    np.savetxt(out, X, delimiter=",", fmt="%.8g", header=",".join(names) if names else "", comments="")
     print(f"wrote {args.num} fantasy points to {out}")
     return 0
 
@@ -167,6 +185,7 @@ def cmd_plot(args) -> int:
     fantasy = net.sample(ref.shape[0], rng=args.seed, inputs=ref if net.inputs else None)
     plt = _mpl()
     D = ref.shape[1]
+    names = _column_names(run, D) or [f"column {j}" for j in range(D)]
     # consecutive column pairs (at most three panels), the last column included when D is odd
     pairs = [(j, j + 1) for j in range(0, D - 1, 2)] + ([(D - 2, D - 1)] if D > 2 and D % 2 else []) if D > 1 else [(0, 0)]
     pairs = pairs[:3]
@@ -182,7 +201,7 @@ def cmd_plot(args) -> int:
                 ax.hist(X[:, 0], bins=np.linspace(lo[0] - pad[0], hi[0] + pad[0], 51))
             else:  # the same axis ranges in both panels, so that they can be compared
                 ax.scatter(X[:, a], X[:, b], s=2, alpha=0.5)
-                ax.set(xlabel=f"column {a}", ylabel=f"column {b}", xlim=(lo[a] - pad[a], hi[a] + pad[a]),
+                ax.set(xlabel=names[a], ylabel=names[b], xlim=(lo[a] - pad[a], hi[a] + pad[a]),
                        ylim=(lo[b] - pad[b], hi[b] + pad[b]))
             ax.set_title(title)
     fig.tight_layout()

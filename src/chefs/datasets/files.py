@@ -161,6 +161,18 @@ def read_csv(path) -> np.ndarray:
     return x
 
 
+def csv_column_names(path) -> list[str] | None:
+    """The header of a CSV file of numbers as :func:`read_csv` reads it (the first
+    non-blank line, when any of its fields is not a number), or None."""
+    for ln in _read_text(path).splitlines():
+        if ln.strip():
+            first = _split_fields(ln.strip(), _sniff_delimiter(ln.strip()))
+            if any(_to_float(f) is None for f in first):
+                return [f.strip().strip('"').strip("'") for f in first]
+            return None
+    return None
+
+
 def _bad(path, what: str) -> ValueError:
     return ValueError(f"{path}: {what}; is this the right file (see SOURCES.md)?")
 
