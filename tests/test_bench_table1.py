@@ -90,3 +90,14 @@ def test_table1_first_seed_and_jobs(tmp_path, capsys):
     assert one == {k: v for k, v in by.items() if k[0] == "3"}
     with pytest.raises(ValueError, match="jobs"):
         run_table1(out, ("ring",), ("kde",), jobs=0)
+
+
+def test_table1_reports_a_missing_data_file_before_running(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("CHEFS_DATA", raising=False)
+    monkeypatch.setenv("CHEFS_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "t"
+    assert main(["bench", "table1", "--out", str(out), "--datasets", "ring,geyser", "--models", "kde", "--quick",
+                 "--data-dir", str(tmp_path / "empty")]) == 2
+    assert "geyser.csv" in capsys.readouterr().err
+    assert not out.exists()  # nothing ran (ring comes first) and nothing was written

@@ -137,6 +137,10 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     bad = [d for d in datasets if d not in DATASETS]
     if bad:
         raise ValueError(f"unknown data set(s) {bad}; choose from {', '.join(DATASETS)}")
+    from ..datasets import load
+
+    for ds in datasets:  # a missing data file is reported before anything runs, not after an hour
+        load(ds, data_dir=data_dir)
     if (out / "table1.csv").exists() and not force:
         raise FileExistsError(f"{out / 'table1.csv'} exists; use --force to replace it (or another --out; "
                               "`chefs bench table1-merge` combines runs)")
