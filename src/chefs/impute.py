@@ -31,6 +31,7 @@ docs/derivations-reconstruct.md.
 from __future__ import annotations
 
 import math
+
 import numpy as np
 from scipy.special import expit, ndtr
 
@@ -38,7 +39,8 @@ from .density import SampleArrays, sample_arrays
 from .models import _nlgbn_kernels as _kern
 
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(32)
-_GH_W = _GH_W / math.sqrt(2 * math.pi)
+_SQRT_2PI = math.sqrt(2 * math.pi)
+_GH_W = _GH_W / _SQRT_2PI
 _GL_X, _GL_W = np.polynomial.laguerre.laggauss(32)
 _WIDE_SD = 1.5  # above this spread the sigmoid is step-like on the Hermite nodes' scale
 
@@ -61,7 +63,8 @@ def sigmoid_normal_mean(mu, sd) -> np.ndarray:
     wide = ~narrow
     if wide.any():
         m, s = mu[wide][..., None], sd[wide][..., None]
-        dens = (np.exp(-0.5 * ((_GL_X + m) / s) ** 2) - np.exp(-0.5 * ((_GL_X - m) / s) ** 2)) / (s * math.sqrt(2 * math.pi))
+        # N(-t; m, s^2) - N(t; m, s^2) at the Laguerre nodes t
+        dens = (np.exp(-0.5 * ((_GL_X + m) / s) ** 2) - np.exp(-0.5 * ((_GL_X - m) / s) ** 2)) / (s * _SQRT_2PI)
         out[wide] = ndtr(mu[wide] / sd[wide]) + (dens / (1 + np.exp(-_GL_X))) @ _GL_W
     return out
 

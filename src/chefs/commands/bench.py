@@ -29,7 +29,8 @@ def register(sub) -> None:
     mg.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     mg.set_defaults(func=cmd_table1_merge)
     r = bs.add_parser("reconstruct", help="003 section 5 / Fig. 5a: reconstruct the hidden bottom half of 8x8 digits")
-    r.add_argument("--out", required=True, help="output directory (reconstruct.csv, reconstruct.md, reconstruct.png, runs/)")
+    r.add_argument("--out", required=True,
+                   help="output directory (reconstruct.csv, reconstruct.md, reconstruct.png, runs/)")
     r.add_argument("--priors", default="cibp,icp", help="comma-separated structure priors (cibp, icp, ecibp)")
     r.add_argument("--sweeps", type=positive_int, default=None, help="MCMC sweeps per fit (default 2400, quick 300)")
     r.add_argument("--burn-in", type=nonneg_int, default=None, help="default: half the sweeps")

@@ -3,6 +3,7 @@ ICP-structured belief network."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +74,6 @@ def load_data(name: str, data_dir=None, seed: int = 0):
 
 def _column_names(run, D: int) -> list[str] | None:
     """The training CSV's header saved with the run (None for data sets and header-less files)."""
-    import json
-
     p = Path(run) / "columns.json"
     names = json.loads(p.read_text()) if p.exists() else None
     return names if names and len(names) == D else None
@@ -101,14 +100,11 @@ def cmd_fit(args) -> int:
                         num_tries=args.num_tries, structure_warmup=args.warmup,
                         weight_prior=_pair(args.weight_prior, "--weight-prior"))
     net.fit(train)
+    from ..datasets.files import csv_column_names
     from ..mcmc.diagnostics import write_netcdf
 
     write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs
     if Path(args.data).is_file():
-        import json
-
-        from ..datasets.files import csv_column_names
-
         names = csv_column_names(args.data)
         if names:  # fantasy CSVs and plots reuse the data's column names
             (out / "columns.json").write_text(json.dumps(names))
@@ -121,6 +117,7 @@ def cmd_fit(args) -> int:
     diag = net.diagnostics()
     acc = ", ".join(f"{k} {np.mean(v):.3f}" for k, v in diag["acceptance"].items())
     print(f"acceptance: {acc}")
+
     def per_minute(key):  # NaN when fewer than 4 samples are kept or the trace is constant
         v = diag[key]
         return f"{v:.1f}" if np.isfinite(v) else "n/a (fewer than 4 kept samples, or a constant trace)"
@@ -169,8 +166,6 @@ def cmd_fantasy(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    import json
-
     from ..density import BeliefNetwork
     from ..graph import DAG
     from ..mcmc.diagnostics import structure_summary, trace_plot
@@ -187,8 +182,13 @@ def cmd_plot(args) -> int:
     D = ref.shape[1]
     names = _column_names(run, D) or [f"column {j}" for j in range(D)]
     # consecutive column pairs (at most three panels), the last column included when D is odd
-    pairs = [(j, j + 1) for j in range(0, D - 1, 2)] + ([(D - 2, D - 1)] if D > 2 and D % 2 else []) if D > 1 else [(0, 0)]
-    pairs = pairs[:3]
+    if D == 1:
+        pairs = [(0, 0)]
+    else:
+        pairs = [(j, j + 1) for j in range(0, D - 1, 2)]
+        if D % 2:
+            pairs.append((D - 2, D - 1))
+        pairs = pairs[:3]
     both = np.vstack([ref, fantasy])
     lo, hi = both.min(axis=0), both.max(axis=0)
     pad = 0.03 * np.where(hi > lo, hi - lo, 1.0)
