@@ -52,6 +52,11 @@ class TrainConfig:
         ``"cpu"`` or ``"cuda"``.
     threads : int
         ``torch.set_num_threads`` inside the evaluator (default 1: parallelism comes from chains; 0 leaves it as is).
+    tf32 : bool
+        On a GPU, let cuDNN convolutions and matrix products use TF32 (10-bit
+        mantissa; log evidence off by up to about 1e-3 relative; it pays for
+        large convolutions, not for these small networks on an H100). Default False: float32 throughout, as on the CPU. The
+        setting is global to the process (``torch.backends``); ignored on the CPU.
     """
 
     steps: int = 540
@@ -62,6 +67,7 @@ class TrainConfig:
     evidence_size: int | None = None
     device: str = "cpu"
     threads: int = 1
+    tf32: bool = False
 
     def __post_init__(self):
         for name in ("steps", "batch_size"):
@@ -80,6 +86,8 @@ class TrainConfig:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         if int(self.threads) < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads}")
+        if not isinstance(self.tf32, bool):
+            raise ValueError(f"tf32 must be True or False, got {self.tf32!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,9 +113,9 @@ def check_device(device: str) -> str:
     come back to the CPU as numpy arrays (checkpoints, warm starts), and all
     random numbers come from the chain's numpy ``Generator`` (torch's global
     RNG is never used), so the same seed draws the same proposals, initial
-    weights and minibatches on any device. Untested on a GPU here (the
-    development machine has none); GPU kernels are not bit-for-bit
-    deterministic, so a GPU run is not reproducible to the last bit.
+    weights and minibatches on any device. GPU kernels are not bit-for-bit
+    deterministic, so a GPU run is not reproducible to the last bit
+    (``tests/test_cnn_cuda.py`` checks the GPU path where a GPU is present).
     """
     torch = _torch()
     device = str(device)
@@ -147,6 +155,9 @@ class Evaluator:
         self.device = check_device(config.device)
         if config.threads:
             torch.set_num_threads(int(config.threads))
+        if self.device.startswith("cuda"):
+            torch.backends.cudnn.allow_tf32 = config.tf32
+            torch.backends.cuda.matmul.allow_tf32 = config.tf32
         dev = self.device
         self.x_train = torch.as_tensor(data.x_train, device=dev)
         self.y_train = torch.as_tensor(data.y_train, device=dev)

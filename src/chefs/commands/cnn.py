@@ -92,6 +92,9 @@ def register(subparsers) -> None:
     s.add_argument("--max-seconds", type=positive_float, default=None,
                    help="wall-time budget per chain: stop early (keeping what was recorded) once spent")
     s.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="torch device (default %(default)s)")
+    s.add_argument("--tf32", action="store_true",
+                   help="on a GPU, let convolutions use TF32 (10-bit mantissa: evidence off by up to ~1e-3 relative; "
+                        "no faster for these small networks on an H100)")
     s.add_argument("--executor", choices=("process", "thread", "serial"), default="process",
                    help="how chains run in parallel (default %(default)s)")
     s.add_argument("--workers", type=positive_int, default=None, help="parallel workers (default: min(chains, CPUs))")
@@ -188,7 +191,7 @@ def _cmd_sample(args) -> int:
     warm = args.warm_steps if args.warm_steps is not None else max(1, args.train_steps // 5)
     train = TrainConfig(steps=args.train_steps, warm_steps=warm, lr=args.lr, batch_size=args.batch_size,
                         new_edge_init=args.new_edge_init, evidence_size=args.evidence_size,
-                        device=args.device, threads=args.threads)
+                        device=args.device, threads=args.threads, tf32=args.tf32)
     cfg = ChainConfig(alpha=args.alpha, gamma=args.gamma, phi=args.phi, n_bins=args.bins,
                       base_channels=args.channels, channel_rule=args.channel_rule, samples=args.samples,
                       burn_in=args.burn_in, thin=args.thin, init=args.init, toggle_weight=args.toggle_weight,
