@@ -55,8 +55,9 @@ class TrainConfig:
     tf32 : bool
         On a GPU, let cuDNN convolutions and matrix products use TF32 (10-bit
         mantissa; log evidence off by up to about 1e-3 relative; it pays for
-        large convolutions, not for these small networks on an H100). Default False: float32 throughout, as on the CPU. The
-        setting is global to the process (``torch.backends``); ignored on the CPU.
+        large convolutions, not for these small networks on an H100).
+        Default False: float32 throughout, as on the CPU. The setting is
+        global to the process (``torch.backends``); ignored on the CPU.
     """
 
     steps: int = 540
