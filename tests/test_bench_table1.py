@@ -101,3 +101,36 @@ def test_table1_reports_a_missing_data_file_before_running(tmp_path, monkeypatch
                  "--data-dir", str(tmp_path / "empty")]) == 2
     assert "geyser.csv" in capsys.readouterr().err
     assert not out.exists()  # nothing ran (ring comes first) and nothing was written
+
+
+def test_table1_chain_length_options(tmp_path, capsys):
+    """--sweeps/--burn-in/--thin reach the belief-network fits, label the rows,
+    and runs of different lengths are not merged into one table."""
+    from chefs.bench.table1 import chain_settings
+    from chefs.mcmc.run import load_spec
+
+    out = tmp_path / "long"
+    assert main(["bench", "table1", "--out", str(out), "--datasets", "ring", "--models", "icp", "--quick",
+                 "--sweeps", "12", "--burn-in", "6", "--thin", "3"]) == 0
+    spec = load_spec(out / "runs" / "ring-icp-0")
+    assert (spec["sweeps"], spec["burn_in"], spec["thin"]) == (12, 6, 3)
+    rows = list(csv.DictReader(open(out / "table1.csv")))
+    assert {r["settings"] for r in rows} == {"quick,sweeps=12,burn_in=6,thin=3"}
+    assert "sweeps=12, burn_in=6, thin=3" in (out / "table1.md").read_text()
+    quick = tmp_path / "quick"
+    assert main(["bench", "table1", "--out", str(quick), "--datasets", "ring", "--models", "kde", "--quick",
+                 "--first-seed", "1"]) == 0
+    assert main(["bench", "table1-merge", str(out / "table1.csv"), str(quick / "table1.csv"),
+                 "--out", str(tmp_path / "m")]) == 2
+    assert "different settings" in capsys.readouterr().err
+    # defaults: half the sweeps as burn-in, about 50 kept samples
+    assert chain_settings(sweeps=15000) == ({**chain_settings()[0], "sweeps": 15000, "burn_in": 7500, "thin": 150},
+                                            "full,sweeps=15000,burn_in=7500,thin=150")
+    assert chain_settings() == (chain_settings()[0], "full") and chain_settings()[0]["sweeps"] == 3000
+    # nothing kept: refused before anything runs
+    bad = tmp_path / "bad"
+    assert main(["bench", "table1", "--out", str(bad), "--datasets", "ring", "--models", "icp",
+                 "--sweeps", "10", "--burn-in", "10"]) == 2
+    assert "no sample would be kept" in capsys.readouterr().err and not bad.exists()
+    with pytest.raises(ValueError, match="burn_in"):
+        chain_settings(burn_in=-1)

@@ -20,6 +20,12 @@ def register(sub) -> None:
     t.add_argument("--jobs", type=positive_int, default=1,
                    help="run the (data set, seed) cells in this many processes (same numbers as --jobs 1)")
     t.add_argument("--quick", action="store_true", help="short chains and subsampled training sets (~5 min)")
+    t.add_argument("--sweeps", type=positive_int, default=None,
+                   help="MCMC sweeps of the ICP, CIBP and ECIBP fits alike (default 3000, quick 80); longer chains "
+                        "fit better (docs/results-table1.md)")
+    t.add_argument("--burn-in", type=nonneg_int, default=None, help="sweeps dropped (default: half of --sweeps)")
+    t.add_argument("--thin", type=positive_int, default=None,
+                   help="keep every THIN-th sweep after the burn-in (default: about 50 kept samples)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
     t.set_defaults(func=cmd_table1)
@@ -49,8 +55,9 @@ def cmd_table1(args) -> int:
 
     datasets = tuple(d.strip() for d in args.datasets.split(",")) if args.datasets else DATASETS
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    path = run_table1(args.out, datasets, models, tuple(range(args.first_seed, args.first_seed + args.seeds)), args.quick, args.data_dir, chains=args.chains,
-                      jobs=args.jobs, force=args.force)
+    seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
+    path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
+                      jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0
