@@ -123,14 +123,32 @@ def test_table1_chain_length_options(tmp_path, capsys):
     assert main(["bench", "table1-merge", str(out / "table1.csv"), str(quick / "table1.csv"),
                  "--out", str(tmp_path / "m")]) == 2
     assert "different settings" in capsys.readouterr().err
-    # defaults: half the sweeps as burn-in, about 50 kept samples
-    assert chain_settings(sweeps=15000) == ({**chain_settings()[0], "sweeps": 15000, "burn_in": 7500, "thin": 150},
+    # the same seed at another length: refused for its settings, not as a duplicate
+    other = tmp_path / "other"
+    assert main(["bench", "table1", "--out", str(other), "--datasets", "ring", "--models", "icp", "--quick",
+                 "--sweeps", "10", "--burn-in", "6", "--thin", "2"]) == 0
+    assert main(["bench", "table1-merge", str(out / "table1.csv"), str(other / "table1.csv"),
+                 "--out", str(tmp_path / "m2")]) == 2
+    assert "different settings" in capsys.readouterr().err
+    # defaults: half the sweeps as burn-in, as many kept samples as the base settings (full 50, quick 10)
+    full, label = chain_settings()
+    assert label == "full" and (full["sweeps"], full["burn_in"], full["thin"]) == (3000, 1500, 30)
+    assert chain_settings(sweeps=15000) == ({**full, "sweeps": 15000, "burn_in": 7500, "thin": 150},
                                             "full,sweeps=15000,burn_in=7500,thin=150")
-    assert chain_settings() == (chain_settings()[0], "full") and chain_settings()[0]["sweeps"] == 3000
+    assert chain_settings(quick=True, sweeps=400)[1] == "quick,sweeps=400,burn_in=200,thin=20"
+    assert chain_settings(burn_in=2000)[1] == "full,sweeps=3000,burn_in=2000,thin=20"
+    # the base settings spelt out are the base settings (same label, so such runs merge)
+    assert chain_settings(sweeps=3000, burn_in=1500, thin=30)[1] == "full"
+    assert chain_settings(quick=True, sweeps=80)[1] == "quick"
     # nothing kept: refused before anything runs
     bad = tmp_path / "bad"
     assert main(["bench", "table1", "--out", str(bad), "--datasets", "ring", "--models", "icp",
                  "--sweeps", "10", "--burn-in", "10"]) == 2
     assert "no sample would be kept" in capsys.readouterr().err and not bad.exists()
-    with pytest.raises(ValueError, match="burn_in"):
-        chain_settings(burn_in=-1)
+    # chain settings without a belief network to use them
+    assert main(["bench", "table1", "--out", str(bad), "--datasets", "ring", "--models", "kde",
+                 "--sweeps", "6000"]) == 2
+    assert "none of icp, cibp, ecibp" in capsys.readouterr().err and not bad.exists()
+    for kw in ({"burn_in": -1}, {"sweeps": float("inf")}, {"thin": 2.5}, {"sweeps": True}):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            chain_settings(**kw)

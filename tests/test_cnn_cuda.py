@@ -72,7 +72,7 @@ def test_same_weights_same_evidence_and_probabilities(digits):
 
 def test_tf32_is_off_by_default_and_can_be_asked_for(digits):
     Evaluator(digits, TrainConfig(device="cuda", tf32=True), ShapeRule())
-    assert torch.backends.cudnn.allow_tf32
+    assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
     Evaluator(digits, TrainConfig(device="cuda"), ShapeRule())
     assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
     with pytest.raises(ValueError, match="tf32"):

@@ -122,24 +122,29 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None) -> tuple[d
     """The belief networks' settings and their label for the CSV's ``settings`` column.
 
     ``sweeps``/``burn_in``/``thin`` override the quick or full chains of all three
-    priors alike (burn-in default: half the sweeps; thin default: about 50 kept
-    samples). The label is ``"full"`` or ``"quick"``, followed by the overrides
-    (``"full,sweeps=15000,burn_in=7500,thin=150"``), so runs of different lengths
-    are never merged into one table."""
-    settings = dict(QUICK if quick else FULL)
+    priors alike. Defaults: the base's sweeps, half the sweeps as burn-in, and a
+    thin that keeps as many samples as the base does (full: 50, quick: 10). The
+    label is ``"full"`` or ``"quick"``, followed by the chain settings when they
+    differ from the base's (``"full,sweeps=15000,burn_in=7500,thin=150"``), so
+    runs of different lengths are never merged into one table."""
+    base = QUICK if quick else FULL
+    settings = dict(base)
     label = "quick" if quick else "full"
-    if sweeps is None and burn_in is None and thin is None:
-        return settings, label
     for name, v in (("sweeps", sweeps), ("burn_in", burn_in), ("thin", thin)):
-        if v is not None and (isinstance(v, bool) or int(v) != v or v < (0 if name == "burn_in" else 1)):
+        ok = v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                           and v >= (0 if name == "burn_in" else 1))
+        if not ok:
             raise ValueError(f"{name} must be a {'non-negative' if name == 'burn_in' else 'positive'} integer, "
                              f"got {v!r}")
-    sweeps = int(sweeps) if sweeps is not None else settings["sweeps"]
+    sweeps = int(sweeps) if sweeps is not None else base["sweeps"]
     burn_in = int(burn_in) if burn_in is not None else sweeps // 2
-    thin = int(thin) if thin is not None else max(1, (sweeps - burn_in) // 50)
+    kept = (base["sweeps"] - base["burn_in"]) // base["thin"]
+    thin = int(thin) if thin is not None else max(1, (sweeps - burn_in) // kept)
     if sweeps - burn_in < thin:
         raise ValueError(f"no sample would be kept: sweeps ({sweeps}) minus burn-in ({burn_in}) is less than "
                          f"thin ({thin})")
+    if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
+        return settings, label
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)
     return settings, f"{label},sweeps={sweeps},burn_in={burn_in},thin={thin}"
 
@@ -159,6 +164,9 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     settings, label = chain_settings(quick, sweeps, burn_in, thin)
+    if "," in label and not set(models) & {"icp", "cibp", "ecibp"}:
+        raise ValueError("--sweeps/--burn-in/--thin set the belief networks' chains, but none of icp, cibp, "
+                         "ecibp is among the models")
     out = Path(out)
     unknown = [m for m in models if m not in MODELS]
     if unknown:
@@ -278,13 +286,14 @@ def write_markdown(rows, path, datasets) -> None:
         return f"{np.mean(v):.4f} ± {np.std(v):.4f}" if len(v) > 1 else f"{v[0]:.4f}"
 
     lines = ["# Table 1: Hellinger distance, fantasy vs test (mean ± sd over seeds)", ""]
-    labels = {r.get("settings") or "full" for r in rows}
+    labels = list(dict.fromkeys(r.get("settings") or "full" for r in rows))
+    chains_set = [lab.split(",", 1)[1] for lab in labels if "," in lab]
     if any(lab.startswith("quick") for lab in labels):
         q = QUICK
-        lines += [f"**Quick settings** ({q['sweeps']} sweeps, at most {q['max_train']} training points, out-tree on "
+        sweeps = "" if chains_set else f"{q['sweeps']} sweeps, "
+        lines += [f"**Quick settings** ({sweeps}at most {q['max_train']} training points, out-tree on "
                   f"{q['outtree_max']}): a smoke run of the pipeline. Its numbers are not comparable with the full "
                   "table or with the paper.", ""]
-    chains_set = sorted(lab.split(",", 1)[1] for lab in labels if "," in lab)
     if chains_set:
         lines += [f"**Belief-network chains:** {'; '.join(c.replace(',', ', ') for c in chains_set)} (instead of "
                   f"the {'quick' if any(lab.startswith('quick') for lab in labels) else 'full'} settings' "
@@ -378,6 +387,10 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
     missing = {"dataset", "model", "seed", "hellinger"} - set(rows[0])
     if missing:
         raise ValueError(f"not a table1.csv (missing columns {sorted(missing)})")
+    kinds = list(dict.fromkeys(r.get("settings") or "full" for r in rows))  # no column (older files): full
+    if len(kinds) > 1:
+        raise ValueError(f"the inputs mix runs with different settings ({'; '.join(kinds)}): --quick and "
+                         "full runs, or different --sweeps/--burn-in/--thin; merge each kind separately")
     seen = set()
     for r in rows:
         key = (r["dataset"], r["model"], r["seed"])
@@ -385,10 +398,6 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
             raise ValueError(f"data set {key[0]}, model {key[1]}, seed {key[2]} appears twice in the inputs "
                              "(the same run given twice, or overlapping seeds)")
         seen.add(key)
-    kinds = {r.get("settings") or "full" for r in rows}  # files from before the column was added: full runs
-    if len(kinds) > 1:
-        raise ValueError(f"the inputs mix runs with different settings ({', '.join(sorted(kinds))}): --quick and "
-                         "full runs, or different --sweeps/--burn-in/--thin; merge each kind separately")
     out = Path(out)
     if (out / "table1.csv").exists() and not force:
         raise FileExistsError(f"{out / 'table1.csv'} exists; use --force to replace it")
@@ -424,11 +433,12 @@ def _figures(fantasies, out, quick=False, label="") -> None:
                 axes[r, c].set_xlim(axes[r, 0].get_xlim())
                 axes[r, c].set_ylim(axes[r, 0].get_ylim())
             axes[r, c].set_title(f"{ds}: {m}")
+    chains = ("belief-network chains: " + label.split(",", 1)[1].replace(",", ", ")) if "," in label else ""
     if quick:
-        fig.suptitle("--quick settings (short chains, subsampled training sets): not comparable with the paper",
-                     color="C3")
-    elif "," in label:
-        fig.suptitle("belief-network chains: " + label.split(",", 1)[1].replace(",", ", "))
+        fig.suptitle("--quick settings (short chains, subsampled training sets): not comparable with the paper"
+                     + (f"\n{chains}" if chains else ""), color="C3")
+    elif chains:
+        fig.suptitle(chains)
     fig.tight_layout()
     fig.savefig(out / "fantasy_toy.png", dpi=90)
     plt.close(fig)

@@ -23,9 +23,10 @@ def register(sub) -> None:
     t.add_argument("--sweeps", type=positive_int, default=None,
                    help="MCMC sweeps of the ICP, CIBP and ECIBP fits alike (default 3000, quick 80); longer chains "
                         "fit better (docs/results-table1.md)")
-    t.add_argument("--burn-in", type=nonneg_int, default=None, help="sweeps dropped (default: half of --sweeps)")
+    t.add_argument("--burn-in", type=nonneg_int, default=None, help="sweeps dropped (default: half the sweeps)")
     t.add_argument("--thin", type=positive_int, default=None,
-                   help="keep every THIN-th sweep after the burn-in (default: about 50 kept samples)")
+                   help="keep every THIN-th sweep after the burn-in (default: as many kept samples as the "
+                        "settings' own, 50 full and 10 quick)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
     t.set_defaults(func=cmd_table1)

@@ -93,8 +93,8 @@ def register(subparsers) -> None:
                    help="wall-time budget per chain: stop early (keeping what was recorded) once spent")
     s.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="torch device (default %(default)s)")
     s.add_argument("--tf32", action="store_true",
-                   help="on a GPU, let convolutions use TF32 (10-bit mantissa: evidence off by up to ~1e-3 relative; "
-                        "no faster for these small networks on an H100)")
+                   help="on a GPU, let convolutions and matrix products use TF32 (10-bit mantissa: evidence off by "
+                        "up to ~1e-3 relative; no faster for these small networks on an H100)")
     s.add_argument("--executor", choices=("process", "thread", "serial"), default="process",
                    help="how chains run in parallel (default %(default)s)")
     s.add_argument("--workers", type=positive_int, default=None, help="parallel workers (default: min(chains, CPUs))")
