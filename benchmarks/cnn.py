@@ -79,12 +79,7 @@ def main(argv=None) -> int:
     ev = Evaluator(data, cfg, ShapeRule())
     icp = ICP(1.0, 20.0, 5.0)
     # current state: a few unconditional births / toggles from X -> Y
-    cur = bare_graph()
-    grow = NodeBirthDeath(icp)
-    while cur.num_hidden < args.grow:
-        new, lr = grow._birth(rng, cur)
-        if math.isfinite(lr):
-            cur = new
+    cur = NodeBirthDeath(icp).grow(rng, bare_graph(), args.grow)
     prop = default_proposal(icp)
     for _ in range(args.grow):
         new, lr = prop(rng, cur)

@@ -24,23 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 
 import numpy as np
-
-
-def _grow(icp, hidden, rng):
-    from chefs.cnn.chain import bare_graph
-    from chefs.cnn.proposals import NodeBirthDeath
-
-    cur = bare_graph()
-    birth = NodeBirthDeath(icp)
-    while cur.num_hidden < hidden:
-        new, lr = birth._birth(rng, cur)
-        if math.isfinite(lr):
-            cur = new
-    return cur
 
 
 def _sync(torch, device):
@@ -64,7 +50,8 @@ def main(argv=None) -> int:
     import torch
 
     from chefs import ICP
-    from chefs.cnn import ShapeRule, load_data
+    from chefs.cnn import NodeBirthDeath, ShapeRule, load_data
+    from chefs.cnn.chain import bare_graph
     from chefs.cnn.train import Evaluator, TrainConfig
 
     torch.set_num_threads(args.threads)
@@ -77,7 +64,7 @@ def main(argv=None) -> int:
           f"CPU threads {args.threads}"
           + (f"; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""))
     for h in (int(v) for v in args.hidden.split(",")):
-        dag = _grow(icp, h, np.random.default_rng(args.seed + h))
+        dag = NodeBirthDeath(icp).grow(np.random.default_rng(args.seed + h), bare_graph(), h)
         ref_net = None
         row = {"hidden": h, "nodes": dag.num_nodes, "edges": dag.num_edges}
         for dev in devices:

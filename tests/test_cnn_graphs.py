@@ -193,3 +193,20 @@ def test_cli_without_torch_says_how_to_install(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert "pip install 'indian-chefs[cnn]'" in out.stderr
+
+
+def test_grow_by_births():
+    import numpy as np
+
+    from chefs import ICP
+    from chefs.cnn import NodeBirthDeath
+    from chefs.cnn.chain import bare_graph
+
+    nbd = NodeBirthDeath(ICP(1.0, 20.0, 5.0))
+    g = nbd.grow(np.random.default_rng(0), bare_graph(), 5)
+    assert g.num_hidden == 5 and g.num_edges == 6  # each birth on an edge adds one node and one edge
+    assert nbd.grow(np.random.default_rng(0), g, 3) is g  # already large enough
+    with pytest.raises(ValueError, match="without edges"):
+        nbd.grow(np.random.default_rng(0), bare_graph(edge=False), 1)
+    with pytest.raises(ValueError, match="hidden"):
+        nbd.grow(np.random.default_rng(0), g, -1)

@@ -147,6 +147,20 @@ class NodeBirthDeath:
         self.last_name = "death"
         return self._death(rng, dag)
 
+    def grow(self, rng: np.random.Generator, dag: DAG, hidden: int) -> DAG:
+        """``dag`` with node births applied until it has ``hidden`` hidden nodes
+        (no acceptance test: a way to build test and benchmark graphs, not a move)."""
+        if int(hidden) != hidden or hidden < 0:
+            raise ValueError(f"hidden must be a non-negative integer, got {hidden!r}")
+        _check(rng, dag)
+        cur = dag
+        while cur.num_hidden < hidden:
+            new, lr = self._birth(rng, cur)
+            if not math.isfinite(lr):
+                raise ValueError("no node can be born on a graph without edges")
+            cur = new
+        return cur
+
     def _birth(self, rng, dag):
         E = dag.num_edges
         if E == 0:
