@@ -106,8 +106,13 @@ def cmd_fit(args) -> int:
     write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs
     if Path(args.data).is_file():
         names = csv_column_names(args.data)
-        if names:  # fantasy CSVs and plots reuse the data's column names
-            (out / "columns.json").write_text(json.dumps(names))
+    else:  # a named data set: its registry column names
+        from ..datasets import DATASETS, resolve_name
+
+        key = resolve_name(args.data)
+        names = list(DATASETS[key].columns) if key is not None else None
+    if names:  # fantasy CSVs and plots reuse the data's column names
+        (out / "columns.json").write_text(json.dumps(names))
     if test is not None:
         np.save(out / "test.npy", test)
     (out / "dataset.txt").write_text(label + "\n")
