@@ -3,6 +3,7 @@ contract's columns, a baseline row, one row per model, and the markdown and
 toy-set figure are written."""
 
 import csv
+import json
 
 import pytest
 
@@ -111,12 +112,13 @@ def test_table1_chain_length_options(tmp_path, capsys):
 
     out = tmp_path / "long"
     assert main(["bench", "table1", "--out", str(out), "--datasets", "ring", "--models", "icp", "--quick",
-                 "--sweeps", "12", "--burn-in", "6", "--thin", "3"]) == 0
+                 "--sweeps", "12", "--burn-in", "6", "--thin", "3", "--margin", "0.12"]) == 0
     spec = load_spec(out / "runs" / "ring-icp-0")
     assert (spec["sweeps"], spec["burn_in"], spec["thin"]) == (12, 6, 3)
+    assert json.loads((out / "runs" / "ring-icp-0" / "unitmap.json").read_text())["margin"] == 0.12
     rows = list(csv.DictReader(open(out / "table1.csv")))
-    assert {r["settings"] for r in rows} == {"quick,sweeps=12,burn_in=6,thin=3"}
-    assert "sweeps=12, burn_in=6, thin=3" in (out / "table1.md").read_text()
+    assert {r["settings"] for r in rows} == {"quick,sweeps=12,burn_in=6,thin=3,margin=0.12"}
+    assert "sweeps=12, burn_in=6, thin=3, margin=0.12" in (out / "table1.md").read_text()
     quick = tmp_path / "quick"
     assert main(["bench", "table1", "--out", str(quick), "--datasets", "ring", "--models", "kde", "--quick",
                  "--first-seed", "1"]) == 0
@@ -126,6 +128,10 @@ def test_table1_chain_length_options(tmp_path, capsys):
     # the same seed at another length: refused for its settings, not as a duplicate
     other = tmp_path / "other.csv"
     other.write_text((out / "table1.csv").read_text().replace("sweeps=12,", "sweeps=10,"))
+    assert main(["bench", "table1-merge", str(out / "table1.csv"), str(other), "--out", str(tmp_path / "m2")]) == 2
+    assert "different settings" in capsys.readouterr().err
+    # ... and at another margin
+    other.write_text((out / "table1.csv").read_text().replace("margin=0.12", "margin=0.2"))
     assert main(["bench", "table1-merge", str(out / "table1.csv"), str(other), "--out", str(tmp_path / "m2")]) == 2
     assert "different settings" in capsys.readouterr().err
     # defaults: half the sweeps as burn-in, as many kept samples as the base settings (full 50, quick 10)
@@ -138,6 +144,16 @@ def test_table1_chain_length_options(tmp_path, capsys):
     # the base settings spelt out are the base settings (same label, so such runs merge)
     assert chain_settings(sweeps=3000, burn_in=1500, thin=30)[1] == "full"
     assert chain_settings(quick=True, sweeps=80)[1] == "quick"
+    # the unit map's margin: labelled when it is not the default, refused outside (0, 0.5)
+    from chefs.density import MARGIN
+
+    assert chain_settings(margin=MARGIN) == (full, "full")
+    other_margin = 0.12
+    s, lab = chain_settings(margin=other_margin)
+    assert s["margin"] == other_margin and lab == f"full,margin={other_margin:g}"
+    assert chain_settings(sweeps=600, margin=other_margin)[1] == f"full,sweeps=600,burn_in=300,thin=6,margin={other_margin:g}"
+    with pytest.raises(ValueError, match="margin"):
+        chain_settings(margin=0.5)
     # nothing kept: refused before anything runs
     bad = tmp_path / "bad"
     assert main(["bench", "table1", "--out", str(bad), "--datasets", "ring", "--models", "icp",

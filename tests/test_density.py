@@ -4,6 +4,8 @@ variant, and the CLI (fit, fantasy, plot)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -39,13 +41,43 @@ def test_fit_sample_score(tmp_path, moons):
     assert set(diag["acceptance"]) >= {"edge", "birth_death", "order", "activations"}
 
 
-def test_unit_map_roundtrip_and_jacobian(moons):
+@pytest.mark.parametrize("margin", [None, 0.05, 0.3])
+def test_unit_map_roundtrip_and_jacobian(moons, margin):
+    from chefs.density import MARGIN
+
     tr, _ = moons
-    m = UnitMap.fit(tr)
+    m = UnitMap.fit(tr) if margin is None else UnitMap.fit(tr, margin)
+    mg = MARGIN if margin is None else margin
+    assert m.margin == mg
     assert np.allclose(m.inverse(m.forward(tr)), tr)
     U = m.forward(tr)
-    assert U.min() >= 0.3 - 1e-12 and U.max() <= 0.7 + 1e-12
-    assert m.log_jacobian() == pytest.approx(np.sum(np.log(0.4 / (tr.max(0) - tr.min(0)))))
+    assert U.min() == pytest.approx(mg) and U.max() == pytest.approx(1 - mg)
+    assert m.log_jacobian() == pytest.approx(np.sum(np.log((1 - 2 * mg) / (tr.max(0) - tr.min(0)))))
+    again = UnitMap.from_dict(json.loads(json.dumps(m.to_dict())))
+    assert again.margin == mg and np.allclose(again.forward(tr), U)
+
+
+def test_unit_map_margin_checked_and_legacy_runs():
+    tr = np.random.default_rng(0).normal(size=(20, 2))
+    for bad in (0.0, 0.5, -0.1, float("nan"), "0.1", True):
+        with pytest.raises(ValueError, match="margin"):
+            UnitMap.fit(tr, bad)
+        with pytest.raises(ValueError, match="margin"):
+            chefs.BeliefNetwork(margin=bad)
+    # a unitmap.json written before the margin was stored reads as the old 0.3
+    d = UnitMap.fit(tr, 0.1).to_dict()
+    del d["margin"]
+    assert UnitMap.from_dict(d).margin == 0.3
+
+
+def test_margin_reaches_the_run_and_comes_back(tmp_path):
+    tr = np.random.default_rng(2).normal(size=(40, 2))
+    net = chefs.BeliefNetwork(sweeps=6, burn_in=2, thin=2, out=tmp_path / "run", progress=False, margin=0.1).fit(tr)
+    U = np.load(tmp_path / "run" / "train01.npy")
+    assert U.min() == pytest.approx(0.1) and U.max() == pytest.approx(0.9)
+    back = chefs.BeliefNetwork.load(tmp_path / "run")
+    assert back.margin == 0.1 and back.map_.margin == 0.1
+    assert np.allclose(back.score_samples(tr[:5], num_is=4), net.score_samples(tr[:5], num_is=4))
 
 
 @pytest.mark.parametrize("bad,match", [

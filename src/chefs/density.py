@@ -25,44 +25,56 @@ from scipy.special import expit, logsumexp
 from .mcmc.chain import ChainConfig
 from .mcmc.run import create_run, load_spec, run_chains
 
-MARGIN = 0.3
+MARGIN = 0.3  # default margin of the unit map
+LEGACY_MARGIN = 0.3  # runs written before the margin was stored used this one
+
+
+def check_margin(margin) -> float:
+    """A unit-map margin: a number in (0, 0.5)."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float, np.integer, np.floating)) \
+            or not 0.0 < float(margin) < 0.5:
+        raise ValueError(f"margin must be a number in (0, 0.5), got {margin!r}")
+    return float(margin)
 
 
 @dataclass
 class UnitMap:
-    """Per-column affine map of the training range onto [MARGIN, 1 - MARGIN]."""
+    """Per-column affine map of the training range onto [margin, 1 - margin]."""
 
     lo: np.ndarray
     hi: np.ndarray
+    margin: float = MARGIN
 
     @classmethod
-    def fit(cls, X: np.ndarray) -> "UnitMap":
+    def fit(cls, X: np.ndarray, margin: float = MARGIN) -> "UnitMap":
+        margin = check_margin(margin)
         X = check_data(X)
         lo, hi = X.min(axis=0), X.max(axis=0)
         const = np.flatnonzero(hi <= lo)
         if const.size:
             raise ValueError(f"column(s) {const.tolist()} are constant: a density over them is degenerate; drop them")
-        return cls(lo, hi)
+        return cls(lo, hi, margin)
 
     @property
     def scale(self) -> np.ndarray:
-        return (1 - 2 * MARGIN) / (self.hi - self.lo)
+        return (1 - 2 * self.margin) / (self.hi - self.lo)
 
     def forward(self, X):
-        return MARGIN + (np.asarray(X, float) - self.lo) * self.scale
+        return self.margin + (np.asarray(X, float) - self.lo) * self.scale
 
     def inverse(self, U):
-        return self.lo + (np.asarray(U, float) - MARGIN) / self.scale
+        return self.lo + (np.asarray(U, float) - self.margin) / self.scale
 
     def log_jacobian(self) -> float:
         return float(np.sum(np.log(self.scale)))
 
     def to_dict(self) -> dict:
-        return {"lo": self.lo.tolist(), "hi": self.hi.tolist()}
+        return {"lo": self.lo.tolist(), "hi": self.hi.tolist(), "margin": self.margin}
 
     @classmethod
     def from_dict(cls, d) -> "UnitMap":
-        return cls(np.asarray(d["lo"], float), np.asarray(d["hi"], float))
+        return cls(np.asarray(d["lo"], float), np.asarray(d["hi"], float),
+                   check_margin(d.get("margin", LEGACY_MARGIN)))
 
 
 def check_data(X, num_columns: int | None = None) -> np.ndarray:
@@ -196,13 +208,19 @@ class BeliefNetwork:
         the initial hidden units learn features before death moves can remove
         them (a start-up procedure; part of the burn-in). None: ``burn_in // 2``
         capped at 300.
+    margin : float in (0, 0.5)
+        The unit map sends each column's training range onto
+        [margin, 1 - margin] before the observed units' sigmoid; smaller values
+        use more of its curvature (003 scales data onto the whole range) and
+        leave less room for test points beyond the training range
+        (docs/derivations.md section 3.1).
     """
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
-                 structure_warmup: int | None = None, weight_prior=None):
+                 structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -227,11 +245,12 @@ class BeliefNetwork:
                 raise ValueError(f"weight_prior must be (shape, rate) with both > 0, got {weight_prior}")
         self.weight_prior = weight_prior
         self.inputs = tuple(sorted(int(j) for j in inputs))
+        self.margin = check_margin(margin)
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
         X = check_data(X)
-        self.map_ = UnitMap.fit(X)
+        self.map_ = UnitMap.fit(X, self.margin)
         D = X.shape[1]
         bad = [j for j in self.inputs if not 0 <= j < D]
         if bad or len(self.inputs) >= D:
@@ -294,6 +313,7 @@ class BeliefNetwork:
         net.run_dir_ = Path(run_dir)
         um = json.loads((Path(run_dir) / "unitmap.json").read_text())
         net.map_ = UnitMap.from_dict(um)
+        net.margin = net.map_.margin
         net.inputs = tuple(um.get("inputs", ()))
         net._load_samples()
         return net

@@ -105,7 +105,7 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
 
     net = BeliefNetwork(prior=prior, sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
                         chains=chains, seed=int(rng.integers(2**31)), out=out, force=True, progress=False,
-                        checkpoint_every=30.0, num_tries=settings["num_tries"])
+                        checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"])
     net.fit(train)
     fantasy = net.sample(n, rng=rng)
     lp = net.score_samples(test, num_is=32, max_samples=20)
@@ -118,7 +118,7 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
 TOY = ("ring", "two-moons", "pinwheel")  # 2-D sets drawn in fantasy_toy.png
 
 
-def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None) -> tuple[dict, str]:
+def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None) -> tuple[dict, str]:
     """The belief networks' settings and their label for the CSV's ``settings`` column.
 
     ``sweeps``/``burn_in``/``thin`` override the quick or full chains of all three
@@ -126,7 +126,13 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None) -> tuple[d
     thin that keeps as many samples as the base does (full: 50, quick: 10). The
     label is ``"full"`` or ``"quick"``, followed by the chain settings when they
     differ from the base's (``"full,sweeps=15000,burn_in=7500,thin=150"``), so
-    runs of different lengths are never merged into one table."""
+    runs of different lengths are never merged into one table. ``margin``: the
+    unit map's margin of all three belief networks (default
+    :data:`chefs.density.MARGIN`), labelled ``",margin=..."`` when it differs."""
+    from ..density import MARGIN, check_margin
+
+    margin = MARGIN if margin is None else check_margin(margin)
+    extra = "" if margin == MARGIN else f",margin={margin:g}"
     base = QUICK if quick else FULL
     settings = dict(base)
     label = "quick" if quick else "full"
@@ -143,29 +149,30 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None) -> tuple[d
     if sweeps - burn_in < thin:
         raise ValueError(f"no sample would be kept: sweeps ({sweeps}) minus burn-in ({burn_in}) is less than "
                          f"thin ({thin})")
+    settings["margin"] = margin
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
-        return settings, label
+        return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)
-    return settings, f"{label},sweeps={sweeps},burn_in={burn_in},thin={thin}"
+    return settings, f"{label},sweeps={sweeps},burn_in={burn_in},thin={thin}{extra}"
 
 
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
                chains: int = 1, jobs: int = 1, force: bool = False, sweeps=None, burn_in=None,
-               thin=None) -> Path:
+               thin=None, margin=None) -> Path:
     """Run the benchmark; writes table1.csv, table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
     parallel processes by the chain driver). ``jobs`` > 1 runs the (data set,
     seed) cells in that many processes; every cell has its own random streams,
     so the numbers do not depend on ``jobs`` (only the row order of the CSV does).
     ``sweeps``, ``burn_in``, ``thin``: longer (or shorter) chains for all three
-    belief networks (:func:`chain_settings`)."""
+    belief networks, ``margin`` their unit map's margin (:func:`chain_settings`)."""
     if int(chains) != chains or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    settings, label = chain_settings(quick, sweeps, burn_in, thin)
+    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin)
     if "," in label and not set(models) & {"icp", "cibp", "ecibp"}:
-        raise ValueError("--sweeps/--burn-in/--thin set the belief networks' chains, but none of icp, cibp, "
+        raise ValueError("--sweeps/--burn-in/--thin/--margin set the belief networks' chains, but none of icp, cibp, "
                          "ecibp is among the models")
     out = Path(out)
     unknown = [m for m in models if m not in MODELS]
@@ -295,7 +302,7 @@ def write_markdown(rows, path, datasets) -> None:
                   f"{q['outtree_max']}): a smoke run of the pipeline. Its numbers are not comparable with the full "
                   "table or with the paper.", ""]
     if chains_set:
-        lines += [f"**Belief-network chains:** {'; '.join(c.replace(',', ', ') for c in chains_set)} (instead of "
+        lines += [f"**Belief-network settings:** {'; '.join(c.replace(',', ', ') for c in chains_set)} (instead of "
                   f"the {'quick' if any(lab.startswith('quick') for lab in labels) else 'full'} settings' "
                   "defaults), for all three priors.", ""]
     lines += ["| model | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
@@ -390,7 +397,7 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
     kinds = list(dict.fromkeys(r.get("settings") or "full" for r in rows))  # no column (older files): full
     if len(kinds) > 1:
         raise ValueError(f"the inputs mix runs with different settings ({'; '.join(kinds)}): --quick and "
-                         "full runs, or different --sweeps/--burn-in/--thin; merge each kind separately")
+                         "full runs, or different --sweeps/--burn-in/--thin/--margin; merge each kind separately")
     seen = set()
     for r in rows:
         key = (r["dataset"], r["model"], r["seed"])
@@ -433,7 +440,7 @@ def _figures(fantasies, out, quick=False, label="") -> None:
                 axes[r, c].set_xlim(axes[r, 0].get_xlim())
                 axes[r, c].set_ylim(axes[r, 0].get_ylim())
             axes[r, c].set_title(f"{ds}: {m}")
-    chains = ("belief-network chains: " + label.split(",", 1)[1].replace(",", ", ")) if "," in label else ""
+    chains = ("belief-network settings: " + label.split(",", 1)[1].replace(",", ", ")) if "," in label else ""
     if quick:
         fig.suptitle("--quick settings (short chains, subsampled training sets): not comparable with the paper"
                      + (f"\n{chains}" if chains else ""), color="C3")

@@ -27,6 +27,9 @@ def register(sub) -> None:
     t.add_argument("--thin", type=positive_int, default=None,
                    help="keep every THIN-th sweep after the burn-in (default: as many kept samples as the "
                         "settings' own, 50 full and 10 quick)")
+    t.add_argument("--margin", type=float, default=None,
+                   help="unit-map margin of the ICP, CIBP and ECIBP fits alike: each column's training range goes "
+                        "onto [MARGIN, 1 - MARGIN] (default: chefs.density.MARGIN)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
     t.set_defaults(func=cmd_table1)
@@ -58,7 +61,8 @@ def cmd_table1(args) -> int:
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
     seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
-                      jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin)
+                      jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
+                      margin=args.margin)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0

@@ -33,6 +33,9 @@ def register(sub) -> None:
     f.add_argument("--activation-update", choices=["mtm", "slice", "mtm+slice"], default="mtm",
                    help="hidden activations: multiple-try Metropolis, slice sampling, or both")
     f.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
+    f.add_argument("--margin", type=float, default=None,
+                   help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
+                        "observed units' sigmoid (default: chefs.density.MARGIN)")
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     f.add_argument("--weight-prior", default=None, metavar="SHAPE,RATE",
@@ -98,7 +101,8 @@ def cmd_fit(args) -> int:
                         progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
                         inputs=_columns(args.inputs), activation_update=args.activation_update,
                         num_tries=args.num_tries, structure_warmup=args.warmup,
-                        weight_prior=_pair(args.weight_prior, "--weight-prior"))
+                        weight_prior=_pair(args.weight_prior, "--weight-prior"),
+                        **({} if args.margin is None else {"margin": args.margin}))
     net.fit(train)
     from ..datasets.files import csv_column_names
     from ..mcmc.diagnostics import write_netcdf
