@@ -130,6 +130,15 @@ def test_table1_chain_length_options(tmp_path, capsys):
     other.write_text((out / "table1.csv").read_text().replace("sweeps=12,", "sweeps=10,"))
     assert main(["bench", "table1-merge", str(out / "table1.csv"), str(other), "--out", str(tmp_path / "m2")]) == 2
     assert "different settings" in capsys.readouterr().err
+    # a file from before the margin column (its networks used 0.3) does not merge with margin 0.12
+    old = tmp_path / "old.csv"
+    with open(out / "table1.csv", newline="") as fh, open(old, "w", newline="") as oh:
+        rd = list(csv.DictReader(fh))
+        wr = csv.DictWriter(oh, fieldnames=[k for k in rd[0] if k != "margin"], extrasaction="ignore")
+        wr.writeheader()
+        wr.writerows({**r, "seed": "1"} for r in rd)
+    assert main(["bench", "table1-merge", str(out / "table1.csv"), str(old), "--out", str(tmp_path / "m3")]) == 2
+    assert "unit-map margins (0.12, 0.3" in capsys.readouterr().err
     # ... and at another margin
     other.write_text((out / "table1.csv").read_text().replace("margin=0.12", "margin=0.2"))
     assert main(["bench", "table1-merge", str(out / "table1.csv"), str(other), "--out", str(tmp_path / "m2")]) == 2

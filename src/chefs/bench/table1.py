@@ -27,6 +27,7 @@ from ..evaluation import hellinger
 
 DATASETS = ("ring", "two-moons", "pinwheel", "geyser", "iris", "yeast", "abalone", "cloud", "wine")
 MODELS = ("icp", "cibp", "ecibp", "kde", "dpgmm", "outtree")
+NETWORKS = ("icp", "cibp", "ecibp")  # the belief networks (chain settings and margin apply)
 REFERENCE_MODELS = ("kde", "dpgmm", "outtree")  # the estimators a user would pick instead
 
 # Table 1 of 002 (Hellinger distances), for reference
@@ -195,12 +196,14 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     path = out / "table1.csv"
     fh = open(path, "w", newline="")
     w = csv.DictWriter(fh, fieldnames=["dataset", "model", "seed", "hellinger", "heldout_loglik", "seconds", "note",
-                                       "settings"])
+                                       "settings", "margin"])
     w.writeheader()
     fantasies = {}
 
     def record(row, fantasy, test):
         row["settings"] = label
+        # the belief networks' unit-map margin, so that a merge never mixes margins
+        row["margin"] = f"{settings['margin']:g}" if row["model"] in NETWORKS else ""
         rows.append(row)
         w.writerow(row)
         fh.flush()  # a crash loses at most the cell in progress
@@ -398,6 +401,13 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
     if len(kinds) > 1:
         raise ValueError(f"the inputs mix runs with different settings ({'; '.join(kinds)}): --quick and "
                          "full runs, or different --sweeps/--burn-in/--thin/--margin; merge each kind separately")
+    from ..density import LEGACY_MARGIN
+
+    # belief-network rows written before the margin column existed used the legacy margin
+    margins = sorted({r.get("margin") or f"{LEGACY_MARGIN:g}" for r in rows if r["model"] in NETWORKS})
+    if len(margins) > 1:
+        raise ValueError(f"the inputs mix belief networks fitted with different unit-map margins ({', '.join(margins)}; "
+                         f"files without a margin column used {LEGACY_MARGIN:g}); merge each margin separately")
     seen = set()
     for r in rows:
         key = (r["dataset"], r["model"], r["seed"])
