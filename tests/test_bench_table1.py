@@ -119,6 +119,7 @@ def test_table1_chain_length_options(tmp_path, capsys):
     rows = list(csv.DictReader(open(out / "table1.csv")))
     assert {r["settings"] for r in rows} == {"quick,sweeps=12,burn_in=6,thin=3,margin=0.12"}
     assert "sweeps=12, burn_in=6, thin=3, margin=0.12" in (out / "table1.md").read_text()
+    assert "Unit-map margin of the belief networks: 0.12" in (out / "table1.md").read_text()
     quick = tmp_path / "quick"
     assert main(["bench", "table1", "--out", str(quick), "--datasets", "ring", "--models", "kde", "--quick",
                  "--first-seed", "1"]) == 0

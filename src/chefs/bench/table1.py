@@ -308,6 +308,11 @@ def write_markdown(rows, path, datasets) -> None:
         lines += [f"**Belief-network settings:** {'; '.join(c.replace(',', ', ') for c in chains_set)} (instead of "
                   f"the {'quick' if any(lab.startswith('quick') for lab in labels) else 'full'} settings' "
                   "defaults), for all three priors.", ""]
+    margins = sorted({r.get("margin") or "0.3 (a file without a margin column)" for r in rows
+                      if r["model"] in NETWORKS})
+    if margins:
+        lines += [f"Unit-map margin of the belief networks: {', '.join(margins)} (docs/derivations.md section 3.1).",
+                  ""]
     lines += ["| model | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
     for m in models:
         lines.append(f"| {m} | " + " | ".join(cell(ds, m, "hellinger") for ds in datasets) + " |")
