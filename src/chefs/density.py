@@ -25,7 +25,7 @@ from scipy.special import expit, logsumexp
 from .mcmc.chain import ChainConfig
 from .mcmc.run import create_run, load_spec, run_chains
 
-MARGIN = 0.1  # default margin of the unit map (docs/derivations.md section 3.1)
+MARGIN = 0.3  # default margin of the unit map (docs/derivations.md section 3.1)
 LEGACY_MARGIN = 0.3  # runs written before the margin was stored used this one
 
 

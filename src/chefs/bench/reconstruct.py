@@ -36,8 +36,8 @@ QUICK = {"sweeps": 300, "burn_in": 150, "num_train": 500, "num_test": 100, "impu
 SIDE = 8
 NUM_FIGURE = 8
 # unit-map margin of the belief networks here: the value the documented results
-# (docs/derivations-reconstruct.md) were obtained with, kept when the density
-# default moved to 0.1 (docs/derivations.md section 3.1)
+# (docs/derivations-reconstruct.md) were obtained with, pinned so that a change of
+# the density default (docs/derivations.md section 3.1) does not move them
 MARGIN = 0.3
 
 
