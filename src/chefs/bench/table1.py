@@ -172,7 +172,7 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     settings, label = chain_settings(quick, sweeps, burn_in, thin, margin)
-    if "," in label and not set(models) & {"icp", "cibp", "ecibp"}:
+    if "," in label and not set(models) & set(NETWORKS):
         raise ValueError("--sweeps/--burn-in/--thin/--margin set the belief networks' chains, but none of icp, cibp, "
                          "ecibp is among the models")
     out = Path(out)
@@ -308,7 +308,9 @@ def write_markdown(rows, path, datasets) -> None:
         lines += [f"**Belief-network settings:** {'; '.join(c.replace(',', ', ') for c in chains_set)} (instead of "
                   f"the {'quick' if any(lab.startswith('quick') for lab in labels) else 'full'} settings' "
                   "defaults), for all three priors.", ""]
-    margins = sorted({r.get("margin") or "0.3 (a file without a margin column)" for r in rows
+    from ..density import LEGACY_MARGIN
+
+    margins = sorted({r.get("margin") or f"{LEGACY_MARGIN:g} (a file without a margin column)" for r in rows
                       if r["model"] in NETWORKS})
     if margins:
         lines += [f"Unit-map margin of the belief networks: {', '.join(margins)} (docs/derivations.md section 3.1).",
