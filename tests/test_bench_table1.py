@@ -123,8 +123,27 @@ def test_table1_chain_length_options(tmp_path, capsys):
     quick = tmp_path / "quick"
     assert main(["bench", "table1", "--out", str(quick), "--datasets", "ring", "--models", "kde", "--quick",
                  "--first-seed", "1"]) == 0
+    # the chain settings and margin concern the belief networks only: another quick run's reference
+    # rows merge with them, and a baseline row present in both runs (the same split) is kept once
     assert main(["bench", "table1-merge", str(out / "table1.csv"), str(quick / "table1.csv"),
-                 "--out", str(tmp_path / "m")]) == 2
+                 "--out", str(tmp_path / "m")]) == 0
+    merged = list(csv.DictReader(open(tmp_path / "m" / "table1.csv")))
+    assert sorted((r["model"], r["seed"]) for r in merged) == [("baseline", "0"), ("baseline", "1"), ("icp", "0"),
+                                                              ("kde", "1")]
+    base = tmp_path / "base.csv"
+    text = (out / "table1.csv").read_text().splitlines()
+    base.write_text("\n".join([text[0]] + [ln for ln in text[1:] if ",baseline," in ln]) + "\n")
+    assert main(["bench", "table1-merge", str(out / "table1.csv"), str(base), "--out", str(tmp_path / "m4")]) == 0
+    assert len(list(csv.DictReader(open(tmp_path / "m4" / "table1.csv")))) == 2
+    # ... but not a baseline that differs, nor quick rows with full ones
+    row = next(ln for ln in text[1:] if ",baseline," in ln).split(",")
+    row[3] = "0.5"
+    base.write_text(text[0] + "\n" + ",".join(row) + "\n")
+    assert main(["bench", "table1-merge", str(out / "table1.csv"), str(base), "--out", str(tmp_path / "m5")]) == 2
+    assert "appears twice" in capsys.readouterr().err
+    full = tmp_path / "full.csv"
+    full.write_text((quick / "table1.csv").read_text().replace(",quick", ",full"))
+    assert main(["bench", "table1-merge", str(out / "table1.csv"), str(full), "--out", str(tmp_path / "m6")]) == 2
     assert "different settings" in capsys.readouterr().err
     # the same seed at another length: refused for its settings, not as a duplicate
     other = tmp_path / "other.csv"

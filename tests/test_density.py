@@ -41,7 +41,7 @@ def test_fit_sample_score(tmp_path, moons):
     assert set(diag["acceptance"]) >= {"edge", "birth_death", "order", "activations"}
 
 
-@pytest.mark.parametrize("margin", [None, 0.05, 0.3])
+@pytest.mark.parametrize("margin", [None, 0.05, 0.2])
 def test_unit_map_roundtrip_and_jacobian(moons, margin):
     from chefs.density import MARGIN
 
@@ -59,7 +59,7 @@ def test_unit_map_roundtrip_and_jacobian(moons, margin):
 
 def test_unit_map_margin_checked_and_legacy_runs():
     tr = np.random.default_rng(0).normal(size=(20, 2))
-    for bad in (0.0, 0.5, -0.1, float("nan"), "0.1", True):
+    for bad in (0.0, 1e-17, 0.5, -0.1, float("nan"), "0.1", True):
         with pytest.raises(ValueError, match="margin"):
             UnitMap.fit(tr, bad)
         with pytest.raises(ValueError, match="margin"):
@@ -121,7 +121,8 @@ def test_cli_fantasy_keeps_the_csv_header(tmp_path):
     np.savetxt(data, np.random.default_rng(1).normal(size=(60, 2)), delimiter=",", header="width,height", comments="")
     run = tmp_path / "run"
     assert main(["fit", "--data", str(data), "--sweeps", "8", "--burn-in", "4", "--thin", "2", "--no-progress",
-                 "--out", str(run)]) == 0
+                 "--out", str(run), "--margin", "0.2"]) == 0
+    assert json.loads((run / "unitmap.json").read_text())["margin"] == 0.2  # --margin reaches the fit
     assert main(["fantasy", str(run), "--num", "5", "--out", str(tmp_path / "f.csv")]) == 0
     text = (tmp_path / "f.csv").read_text().splitlines()
     assert text[0] == "width,height" and len(text) == 6

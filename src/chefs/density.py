@@ -29,11 +29,14 @@ MARGIN = 0.3  # default margin of the unit map (docs/derivations.md section 3.1)
 LEGACY_MARGIN = 0.3  # runs written before the margin was stored used this one
 
 
+MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
+
+
 def check_margin(margin) -> float:
-    """A unit-map margin: a number in (0, 0.5)."""
+    """A unit-map margin: a number in [MIN_MARGIN, 0.5)."""
     if isinstance(margin, bool) or not isinstance(margin, (int, float, np.integer, np.floating)) \
-            or not 0.0 < float(margin) < 0.5:
-        raise ValueError(f"margin must be a number in (0, 0.5), got {margin!r}")
+            or not MIN_MARGIN <= float(margin) < 0.5:
+        raise ValueError(f"margin must be a number in [{MIN_MARGIN:g}, 0.5), got {margin!r}")
     return float(margin)
 
 

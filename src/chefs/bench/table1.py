@@ -133,7 +133,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     from ..density import MARGIN, check_margin
 
     margin = MARGIN if margin is None else check_margin(margin)
-    extra = "" if margin == MARGIN else f",margin={margin:g}"
+    extra = "" if margin == MARGIN else f",margin={margin!r}"
     base = QUICK if quick else FULL
     settings = dict(base)
     label = "quick" if quick else "full"
@@ -203,7 +203,7 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     def record(row, fantasy, test):
         row["settings"] = label
         # the belief networks' unit-map margin, so that a merge never mixes margins
-        row["margin"] = f"{settings['margin']:g}" if row["model"] in NETWORKS else ""
+        row["margin"] = repr(settings["margin"]) if row["model"] in NETWORKS else ""
         rows.append(row)
         w.writerow(row)
         fh.flush()  # a crash loses at most the cell in progress
@@ -308,10 +308,7 @@ def write_markdown(rows, path, datasets) -> None:
         lines += [f"**Belief-network settings:** {'; '.join(c.replace(',', ', ') for c in chains_set)} (instead of "
                   f"the {'quick' if any(lab.startswith('quick') for lab in labels) else 'full'} settings' "
                   "defaults), for all three priors.", ""]
-    from ..density import LEGACY_MARGIN
-
-    margins = sorted({r.get("margin") or f"{LEGACY_MARGIN:g} (a file without a margin column)" for r in rows
-                      if r["model"] in NETWORKS})
+    margins = sorted({_row_margin(r) for r in rows if r["model"] in NETWORKS})
     if margins:
         lines += [f"Unit-map margin of the belief networks: {', '.join(margins)} (docs/derivations.md section 3.1).",
                   ""]
@@ -404,24 +401,33 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
     missing = {"dataset", "model", "seed", "hellinger"} - set(rows[0])
     if missing:
         raise ValueError(f"not a table1.csv (missing columns {sorted(missing)})")
-    kinds = list(dict.fromkeys(r.get("settings") or "full" for r in rows))  # no column (older files): full
-    if len(kinds) > 1:
-        raise ValueError(f"the inputs mix runs with different settings ({'; '.join(kinds)}): --quick and "
-                         "full runs, or different --sweeps/--burn-in/--thin/--margin; merge each kind separately")
-    from ..density import LEGACY_MARGIN
-
-    # belief-network rows written before the margin column existed used the legacy margin
-    margins = sorted({r.get("margin") or f"{LEGACY_MARGIN:g}" for r in rows if r["model"] in NETWORKS})
+    # --sweeps/--burn-in/--thin/--margin change the belief networks only: their rows must agree on the
+    # whole label, every row on quick or full (files without the column: full)
+    kinds = list(dict.fromkeys(r.get("settings") or "full" for r in rows if r["model"] in NETWORKS))
+    bases = list(dict.fromkeys((r.get("settings") or "full").split(",")[0] for r in rows))
+    if len(kinds) > 1 or len(bases) > 1:
+        raise ValueError(f"the inputs mix runs with different settings ({'; '.join(kinds if len(kinds) > 1 else bases)})"
+                         ": --quick and full runs, or belief networks with different --sweeps/--burn-in/--thin/--margin;"
+                         " merge each kind separately")
+    margins = sorted({_row_margin(r) for r in rows if r["model"] in NETWORKS})
     if len(margins) > 1:
         raise ValueError(f"the inputs mix belief networks fitted with different unit-map margins ({', '.join(margins)}; "
-                         f"files without a margin column used {LEGACY_MARGIN:g}); merge each margin separately")
-    seen = set()
+                         f"files without a margin column used {_row_margin({})}); merge each margin separately")
+    seen = {}
+    merged = []
     for r in rows:
         key = (r["dataset"], r["model"], r["seed"])
         if key in seen:
+            # the train-vs-test baseline is the same in every run of a split: keep one copy
+            if r["model"] == "baseline" and r["hellinger"] == seen[key]["hellinger"]:
+                continue
             raise ValueError(f"data set {key[0]}, model {key[1]}, seed {key[2]} appears twice in the inputs "
                              "(the same run given twice, or overlapping seeds)")
-        seen.add(key)
+        if r["model"] in NETWORKS:
+            r["margin"] = _row_margin(r)
+        seen[key] = r
+        merged.append(r)
+    rows = merged
     out = Path(out)
     if (out / "table1.csv").exists() and not force:
         raise FileExistsError(f"{out / 'table1.csv'} exists; use --force to replace it")
@@ -434,6 +440,14 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
     present = {r["dataset"] for r in rows}
     write_markdown(rows, out / "table1.md", [d for d in DATASETS if d in present])
     return out / "table1.csv"
+
+
+def _row_margin(row) -> str:
+    """A belief-network row's unit-map margin; rows written before the margin
+    column existed used the legacy margin."""
+    from ..density import LEGACY_MARGIN
+
+    return row.get("margin") or repr(LEGACY_MARGIN)
 
 
 def _figures(fantasies, out, quick=False, label="") -> None:

@@ -76,7 +76,8 @@ def load_data(name: str, data_dir=None, seed: int = 0):
 
 
 def _column_names(run, D: int) -> list[str] | None:
-    """The training CSV's header saved with the run (None for data sets and header-less files)."""
+    """The column names saved with the run: a named data set's registry names or the
+    training CSV's header (None for header-less files and older runs)."""
     p = Path(run) / "columns.json"
     names = json.loads(p.read_text()) if p.exists() else None
     return names if names and len(names) == D else None
@@ -108,13 +109,11 @@ def cmd_fit(args) -> int:
     from ..mcmc.diagnostics import write_netcdf
 
     write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs
-    if Path(args.data).is_file():
-        names = csv_column_names(args.data)
-    else:  # a named data set: its registry column names
-        from ..datasets import DATASETS, resolve_name
+    from ..datasets import DATASETS
 
-        key = resolve_name(args.data)
-        names = list(DATASETS[key].columns) if key is not None else None
+    # a named data set (load_data returned its registry key): the registry's column names;
+    # a CSV: its header, if it has one
+    names = list(DATASETS[label].columns) if test is not None and label in DATASETS else csv_column_names(args.data)
     if names:  # fantasy CSVs and plots reuse the data's column names
         (out / "columns.json").write_text(json.dumps(names))
     if test is not None:
@@ -168,7 +167,7 @@ def cmd_fantasy(args) -> int:
         given = ref[np.random.default_rng(args.seed).integers(0, ref.shape[0], args.num)]
     X = net.sample(args.num, rng=args.seed, inputs=given)
     out.parent.mkdir(parents=True, exist_ok=True)
-    names = _column_names(args.run, X.shape[1])  # the training CSV's header, when it had one
+    names = _column_names(args.run, X.shape[1])  # the data set's column names, when known
     np.savetxt(out, X, delimiter=",", fmt="%.8g", header=",".join(names) if names else "", comments="")
     print(f"wrote {args.num} fantasy points to {out}")
     return 0
