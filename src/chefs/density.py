@@ -27,8 +27,6 @@ from .mcmc.run import create_run, load_spec, run_chains
 
 MARGIN = 0.3  # default margin of the unit map (docs/derivations.md section 3.1)
 LEGACY_MARGIN = 0.3  # runs written before the margin was stored used this one
-
-
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
