@@ -219,8 +219,10 @@ def collapsed(U, Y, MU, W, rho, k, i, cur, v):
 
 
 @njit(cache=CACHE, error_model="numpy")
-def edge_pass(rng, theta, obs, alive, Z, m, npar, a, W, Y, U, MU, rho, alpha, phi, v, stats):
-    """Collapsed Gibbs of (Z_ki, W_ki) for every node i and candidate parent k."""
+def edge_pass(rng, theta, obs, alive, Z, m, npar, a, W, Y, U, MU, rho, alpha, phi, v, stats, plant=0):
+    """Collapsed Gibbs of (Z_ki, W_ki) for every node i and candidate parent k.
+    ``plant`` (tests only): 1 drops the collapsed likelihood gain from the edge's
+    conditional (edges drawn from the prior alone)."""
     cap = theta.shape[0]
     cand = np.empty(cap, np.int64)
     N = Y.shape[1]
@@ -236,7 +238,7 @@ def edge_pass(rng, theta, obs, alive, Z, m, npar, a, W, Y, U, MU, rho, alpha, ph
             p1 = edge_prior_prob(obs, Z, m, a, k, i, alpha, phi)
             cur = Z[k, i]
             gain, mean, var = collapsed(U, Y, MU, W, rho, k, i, cur, v)
-            logit = math.log(p1) - math.log1p(-p1) + gain
+            logit = math.log(p1) - math.log1p(-p1) + (0.0 if plant == 1 else gain)
             p = 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
             new = rng.random() < p
             w_old = W[k, i] if cur else 0.0
