@@ -173,14 +173,18 @@ def test_prior_chain_visits_match_exact_probabilities(alpha, gamma, phi, D, fixe
     assert max(abs(v) for v in zs.values()) < Z, worst
 
 
-@pytest.mark.parametrize("plant,fixed", [(kern.PLANT_BIRTH_HASTINGS, True), (kern.PLANT_ORDER_DELTA, False)])
+@pytest.mark.parametrize("plant,fixed", [(kern.PLANT_BIRTH_HASTINGS, True), (kern.PLANT_ORDER_DELTA, False),
+                                         (kern.PLANT_DEPTH_HASTINGS, True)])
 def test_negative_control_planted_acceptance_error(plant, fixed):
-    """A wrong birth/death Hastings ratio, or an order move that ignores the
-    prior ratio, must make the enumeration test fail."""
-    prior = ICP(1.0, 1.0, 1.0) if plant == kern.PLANT_BIRTH_HASTINGS else ICP(0.5, 2.0, 0.5)
+    """A wrong birth/death Hastings ratio, an order move that ignores the prior
+    ratio, or a depth move without the new order value's density in its
+    Hastings ratio must make the enumeration test fail (the settings of the
+    first ENUM case; the depth plant runs with the depth move switched on)."""
+    prior = ICP(0.5, 2.0, 0.5) if plant == kern.PLANT_ORDER_DELTA else ICP(1.0, 1.0, 1.0)
     D, max_hidden = 2, 3 if fixed else 2
+    weights = (1, 1, 1, 1) if plant == kern.PLANT_DEPTH_HASTINGS else (1, 1, 1, 0)
     structures = enumerate_structures(prior, D, max_hidden, fixed_at_zero=fixed)
-    keys = chain_keys(prior, D, 0.0 if fixed else None, (1, 1, 1, 0), 8000, 40, seed=3, plant=plant)
+    keys = chain_keys(prior, D, 0.0 if fixed else None, weights, 8000, 40, seed=3, plant=plant)
     zs = batch_z(keys, structures, max_hidden)
     assert max(abs(v) for v in zs.values()) > Z
 

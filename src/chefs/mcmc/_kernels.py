@@ -31,7 +31,7 @@ EDGE, BIRTH_DEATH, ORDER, DEPTH = 0, 1, 2, 3
 MOVE_NAMES = ("edge", "birth_death", "order", "depth")
 
 # planted errors for negative controls (tests only)
-PLANT_NONE, PLANT_BIRTH_HASTINGS, PLANT_ORDER_DELTA = 0, 1, 2
+PLANT_NONE, PLANT_BIRTH_HASTINGS, PLANT_ORDER_DELTA, PLANT_DEPTH_HASTINGS = 0, 1, 2, 3
 
 
 @njit(cache=CACHE)
@@ -430,10 +430,11 @@ def propose_order(rng, theta, obs, fixed, alive, tie, Z, m, a, alpha, gamma, phi
 
 
 @njit(cache=CACHE)
-def propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha, gamma, phi):
+def propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha, gamma, phi, plant=0):
     """Increase depth (k -> i becomes k -> h -> i) or its exact reverse, applied
     tentatively. Returns (kind, log_ratio, h, k, i): kind 1 = increase,
-    2 = decrease, 0 = no proposal."""
+    2 = decrease, 0 = no proposal. ``plant`` (tests only): PLANT_DEPTH_HASTINGS
+    drops the density of the new node's order value from both Hastings terms."""
     if rng.random() < 0.5:
         E = count_edges(alive, Z)
         if E == 0:
@@ -450,7 +451,7 @@ def propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha, gamm
         apply_set_edge(Z, m, npar, k, h, True)
         apply_set_edge(Z, m, npar, h, i, True)
         C_after = count_collapsible(obs, alive, Z, m, npar)
-        log_h = math.log(E) + math.log(hi - lo) - math.log(C_after)
+        log_h = math.log(E) + (0.0 if plant == PLANT_DEPTH_HASTINGS else math.log(hi - lo)) - math.log(C_after)
         return 1, d_prior + log_h, h, k, i
     C = count_collapsible(obs, alive, Z, m, npar)
     if C == 0:
@@ -464,7 +465,7 @@ def propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha, gamm
     apply_set_edge(Z, m, npar, k, i, True)
     apply_remove_node(theta, alive, Z, m, npar, a, h)
     E_after = count_edges(alive, Z)
-    log_h = math.log(C) - math.log(E_after) - math.log(theta[k] - theta[i])
+    log_h = math.log(C) - math.log(E_after) - (0.0 if plant == PLANT_DEPTH_HASTINGS else math.log(theta[k] - theta[i]))
     return 2, d_prior + log_h, h, k, i
 
 
@@ -527,7 +528,8 @@ def run_null(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, hyper, weights, 
                 else:
                     apply_move_node(theta, alive, a, i, old)
         else:
-            dk, lr, h, k, i = propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha, gamma, phi)
+            dk, lr, h, k, i = propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, alpha, gamma, phi,
+                                            plant)
             if dk != 0:
                 if math.log(rng.random()) < lr:
                     stats[DEPTH, 1] += 1
