@@ -16,6 +16,8 @@ from chefs.cnn.data import Dataset, load_data  # noqa: E402
 from chefs.cnn.store import read_run, write_run  # noqa: E402
 from chefs.cnn.train import Evaluator, TrainConfig  # noqa: E402
 
+from .stats import Z  # noqa: E402
+
 torch.set_num_threads(1)
 
 
@@ -309,3 +311,69 @@ def test_cuda_requested_without_gpu_is_a_clear_error(digits, monkeypatch):
     with pytest.raises(ValueError, match="cuda:3"):
         check_device("cuda:3")
     assert check_device("cpu") == "cpu"
+
+
+# ------------------------------------ the MH step's target, with evidence
+# Four graphs with distinct forward networks; a symmetric uniform proposal whose
+# log-ratio carries made-up log prior weights A; a deterministic "training" that
+# returns made-up log evidences EV. The chain's target is then exactly
+# pi_j ~ exp(A_j + EV_j).
+_NETS = [bare_graph(), g([1.0, 0.0, 0.5], [[0, 2], [2, 1]]), g([1.0, 0.0, 0.5], [[0, 2], [2, 1], [0, 1]]),
+         g([1.0, 0.0, 0.3], [[0, 2], [2, 1]])]
+_A = np.array([0.0, -0.7, 0.4, -1.2])
+_EV = np.array([-3.0, -1.5, -2.6, -0.4])
+
+
+def _mh_visits(iterations=20000, refresh=False, plant=0):
+    from chefs.cnn.network import network_key
+
+    keys = [network_key(d) for d in _NETS]
+    assert len(set(keys)) == len(keys)
+
+    def fit(dag, rng, warm):
+        class R:
+            pass
+
+        r = R()
+        r.log_evidence, r.weights, r.steps = float(_EV[keys.index(network_key(dag))]), {}, 1
+        return r
+
+    def propose(rng, dag):
+        j = keys.index(network_key(dag))
+        k = (j + 1 + int(rng.integers(3))) % 4
+        return _NETS[k], float(_A[k] - _A[j])
+
+    rng = np.random.default_rng(6)
+    prior = ICP(1.0, 2.0, 1.0)
+    state = init_state(_NETS[0], prior, fit, rng)
+    if not plant:
+        return np.array([keys.index(st.network_key)
+                         for st, _ in sample(rng, state, propose, fit, prior, iterations, refresh=refresh)])
+    visits = []  # the same chain, step by step, through the planted mh_step
+    for it in range(iterations):
+        state, _ = mh_step(rng, state, propose, fit, prior, it + 1, 1, refresh, plant=plant)
+        visits.append(keys.index(state.network_key))
+    return np.array(visits)
+
+
+def _visit_z(visits, batches=40):
+    p = np.exp(_A + _EV - np.logaddexp.reduce(_A + _EV))
+    n = visits.size // batches * batches
+    zs = []
+    for j in range(4):
+        x = (visits[:n] == j).astype(float)
+        se = x.reshape(batches, -1).mean(axis=1).std(ddof=1) / math.sqrt(batches)
+        zs.append((x.mean() - p[j]) / se)
+    return np.array(zs)
+
+
+@pytest.mark.parametrize("refresh", [False, True])
+def test_mh_step_samples_prior_times_evidence(refresh):
+    """Visit frequencies of 20,000 steps against exp(A + EV), batch-means errors."""
+    z = _visit_z(_mh_visits(refresh=refresh))
+    assert np.max(np.abs(z)) < Z, z
+
+
+def test_mh_step_negative_control_current_evidence_dropped():
+    z = _visit_z(_mh_visits(plant=1))
+    assert np.max(np.abs(z)) > Z, z

@@ -189,7 +189,8 @@ def init_state(dag: DAG, prior: ICP, fit: FitFn, rng: np.random.Generator) -> Ch
 
 
 def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, prior: ICP,
-            iteration: int = 0, next_id: int = 1, refresh: bool = False) -> tuple[ChainState, StepInfo]:
+            iteration: int = 0, next_id: int = 1, refresh: bool = False,
+            plant: int = 0) -> tuple[ChainState, StepInfo]:
     """One Metropolis-Hastings step over structures (eqs. 14-16 and 21 of 002).
 
     Parameters
@@ -208,6 +209,9 @@ def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, p
         Before training a proposal, train the current network ``fit(dag, rng,
         weights)`` too and compare with its refreshed evidence (kept, with a
         new network id, whatever the outcome).
+    plant : int
+        Tests only: 1 leaves the current network's evidence out of the
+        acceptance ratio.
     """
     t0 = time.perf_counter()
     new, log_ratio = proposal(rng, state.dag)
@@ -232,7 +236,7 @@ def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, p
         res = fit(new, rng, start)
         lev, weights, net_id = float(res.log_evidence), res.weights, next_id
         trained, steps = True, steps + int(res.steps)
-    log_accept = log_ratio + lev - state.log_evidence
+    log_accept = log_ratio + lev - (0.0 if plant == 1 else state.log_evidence)
     if math.isnan(log_accept):
         log_accept = -math.inf
     accepted = bool(log_accept >= 0 or math.log(rng.random()) < log_accept)
