@@ -171,3 +171,15 @@ def test_invalid_run_arguments(tmp_path):
     with pytest.raises(ValueError, match="no sample would be kept"):  # checked before any sampling
         create_run(tmp_path / "t", config, sweeps=10, burn_in=5, thin=6)
     assert not (tmp_path / "t").exists()
+
+
+def test_unreachable_scheduler_is_a_clear_error():
+    """No traceback for a Dask scheduler that is not there: a ValueError naming it."""
+    pytest.importorskip("distributed")
+    import dask
+
+    from chefs.mcmc.run import make_executor
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(ValueError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'"):
+            make_executor(2, "tcp://127.0.0.1:9")

@@ -146,3 +146,20 @@ def test_cli_fit_fantasy_plot(tmp_path, capsys):
     assert main(["fit", "--data", "no-such-set", "--out", str(tmp_path / "x")]) == 2
     assert main(["fit", "--data", "ring", "--prior", "cibp", "--sweeps", "8", "--burn-in", "4", "--thin", "2", "--no-progress",
                  "--out", str(tmp_path / "cibp")]) == 0
+
+
+def test_cli_fit_interrupted_keeps_the_test_split(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during `chefs fit`: the run keeps its test split, column names and
+    label, so `chefs resume` / `fantasy` / `plot` have them afterwards."""
+    run = tmp_path / "run"
+
+    def interrupted(self, X):
+        run.mkdir()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(BeliefNetwork, "fit", interrupted)
+    assert main(["fit", "--data", "ring", "--sweeps", "12", "--no-progress", "--out", str(run)]) == 130
+    assert "chefs resume" in capsys.readouterr().err
+    assert np.load(run / "test.npy").shape[1] == 2
+    assert json.loads((run / "columns.json").read_text()) == ["x", "y"]
+    assert (run / "dataset.txt").read_text().strip() == "ring"

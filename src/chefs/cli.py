@@ -74,6 +74,9 @@ def main(argv=None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as err:  # permissions, a full disk, an unreachable host: the system's message, no traceback
+        print(f"chefs: error: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         hint = ""
         if args.command == "fit" and getattr(args, "out", None):

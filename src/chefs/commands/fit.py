@@ -104,21 +104,14 @@ def cmd_fit(args) -> int:
                         num_tries=args.num_tries, structure_warmup=args.warmup,
                         weight_prior=_pair(args.weight_prior, "--weight-prior"),
                         **({} if args.margin is None else {"margin": args.margin}))
-    net.fit(train)
-    from ..datasets.files import csv_column_names
+    try:
+        net.fit(train)
+    finally:  # also on Ctrl-C or a crash: `chefs resume` then still has the test split and names
+        if out.is_dir():
+            _write_data_files(out, args.data, test, label)
     from ..mcmc.diagnostics import write_netcdf
 
     write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs
-    from ..datasets import DATASETS
-
-    # a named data set (load_data returned its registry key): the registry's column names;
-    # a CSV: its header, if it has one
-    names = list(DATASETS[label].columns) if test is not None and label in DATASETS else csv_column_names(args.data)
-    if names:  # fantasy CSVs and plots reuse the data's column names
-        (out / "columns.json").write_text(json.dumps(names))
-    if test is not None:
-        np.save(out / "test.npy", test)
-    (out / "dataset.txt").write_text(label + "\n")
     sizes = [len(s["theta"]) for s in net.samples_]
     print(f"{label}: {train.shape[0]} training points, {len(net.samples_)} posterior samples, "
           f"K+ mean {np.mean(sizes):.1f} (min {min(sizes)}, max {max(sizes)})")
@@ -141,6 +134,21 @@ def cmd_fit(args) -> int:
         print(f"Hellinger(fantasy, test) = {hellinger(fantasy, test):.4f}   "
               f"baseline Hellinger(train, test) = {hellinger(train, test):.4f}")
     return 0
+
+
+def _write_data_files(out: Path, data: str, test, label: str) -> None:
+    """The data's column names, test split and label, next to the run."""
+    from ..datasets import DATASETS
+    from ..datasets.files import csv_column_names
+
+    # a named data set (load_data returned its registry key): the registry's column names;
+    # a CSV: its header, if it has one
+    names = list(DATASETS[label].columns) if test is not None and label in DATASETS else csv_column_names(data)
+    if names:  # fantasy CSVs and plots reuse the data's column names
+        (out / "columns.json").write_text(json.dumps(names))
+    if test is not None:
+        np.save(out / "test.npy", test)
+    (out / "dataset.txt").write_text(label + "\n")
 
 
 def _columns(text: str):

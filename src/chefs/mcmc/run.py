@@ -227,7 +227,10 @@ def make_executor(workers: int, scheduler: str | None = None):
             from distributed import Client
         except ImportError:
             raise ValueError("--scheduler needs dask.distributed: pip install 'indian-chefs[cluster]'") from None
-        client = Client(scheduler)
+        try:
+            client = Client(scheduler)
+        except OSError as err:  # unreachable address, refused connection, timeout
+            raise ValueError(f"cannot reach the Dask scheduler at {scheduler!r}: {err}") from None
         return client.get_executor(), client
     if workers <= 1:
         return None, None
