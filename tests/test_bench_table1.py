@@ -195,3 +195,21 @@ def test_table1_chain_length_options(tmp_path, capsys):
     for kw in ({"burn_in": -1}, {"sweeps": float("inf")}, {"thin": 2.5}, {"sweeps": True}):
         with pytest.raises(ValueError, match=next(iter(kw))):
             chain_settings(**kw)
+
+
+def test_a_model_row_does_not_depend_on_the_other_models(tmp_path, capsys):
+    """Each model has its own random stream: kde's row is the same run alone or
+    after dpgmm, so separate --models runs merge into the one-run table; a model
+    listed twice is refused."""
+    from chefs.bench.table1 import QUICK, _cell_rows
+
+    def row(models):
+        rows = [r for r, _, _ in _cell_rows("ring", 0, models, dict(QUICK, margin=0.3), None, tmp_path, 1,
+                                             log=lambda s: None)]
+        return next(r for r in rows if r["model"] == "kde")
+
+    alone, after = row(("kde",)), row(("dpgmm", "kde"))
+    assert (alone["hellinger"], alone["heldout_loglik"]) == (after["hellinger"], after["heldout_loglik"])
+    assert main(["bench", "table1", "--out", str(tmp_path / "t"), "--datasets", "ring", "--models", "kde,kde",
+                 "--quick"]) == 2
+    assert "more than once" in capsys.readouterr().err

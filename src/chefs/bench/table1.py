@@ -176,6 +176,9 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError("--sweeps/--burn-in/--thin/--margin set the belief networks' chains, but none of icp, cibp, "
                          "ecibp is among the models")
     out = Path(out)
+    twice = sorted({m for m in models if list(models).count(m) > 1})
+    if twice:
+        raise ValueError(f"model(s) {twice} listed more than once in --models")
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         raise ValueError(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
@@ -260,6 +263,9 @@ def _cell_rows(ds, seed, models, settings, data_dir, out, chains, log):
     for model in models:
         t0 = time.perf_counter()
         note = ""
+        # each model its own stream (seed, 1, k): a cell's numbers do not depend on which other
+        # models run, so separate --models runs merge into the table one run would give
+        rng = np.random.default_rng([seed, 1, 2 + MODELS.index(model)])
         try:
             if model == "kde":
                 fantasy, ll = fit_kde(train, test, n, rng)
