@@ -190,13 +190,19 @@ def test_not_fitted_and_inputs_cannot_be_missing():
         net.predict_missing(np.array([[np.nan, 20.0, 0.0]]), np.array([[True, False, False]]))
 
 
-def test_cli_quick_smoke(tmp_path):
+def test_cli_quick_smoke(tmp_path, capsys):
     from chefs.cli import main
 
     out = tmp_path / "rec"
-    rc = main(["bench", "reconstruct", "--out", str(out), "--quick", "--priors", "cibp,icp", "--sweeps", "6",
-               "--burn-in", "2", "--num-test", "4", "--num-train", "120", "--impute-sweeps", "6", "--seed", "3"])
+    argv = ["bench", "reconstruct", "--out", str(out), "--quick", "--priors", "cibp,icp", "--sweeps", "6",
+            "--burn-in", "2", "--num-test", "4", "--num-train", "120", "--impute-sweeps", "6", "--seed", "3"]
+    rc = main(argv)
     assert rc == 0
+    before = (out / "reconstruct.csv").read_bytes()
+    assert main(argv) == 2 and "--force" in capsys.readouterr().err  # not replaced without --force
+    assert (out / "reconstruct.csv").read_bytes() == before
+    assert main(argv[:3] + [str(tmp_path / "rec2"), "--data-dir", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
     rows = list(csv.DictReader((out / "reconstruct.csv").open()))
     assert [r["prior"] for r in rows] == ["cibp", "icp"]
     for r in rows:

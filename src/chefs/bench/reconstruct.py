@@ -41,12 +41,17 @@ NUM_FIGURE = 8
 MARGIN = 0.3
 
 
-def load_digits_data(data_dir=None) -> tuple[np.ndarray, np.ndarray]:
+def load_digits_data(data_dir=None, log=None) -> tuple[np.ndarray, np.ndarray]:
     """Digits images (n, 64) and labels. From ``data_dir/digits.csv`` when that
     file exists (64 pixel columns then a label column, no header), else from
-    scikit-learn's bundled copy."""
+    scikit-learn's bundled copy (said through ``log`` when a data directory
+    without the file was given). A ``data_dir`` that is not a directory is an error."""
     if data_dir is not None:
+        if not Path(data_dir).is_dir():
+            raise NotADirectoryError(f"data directory {data_dir} does not exist")
         path = Path(data_dir) / "digits.csv"
+        if not path.exists() and log is not None:
+            log(f"no digits.csv in {data_dir}: using scikit-learn's bundled 8x8 digits")
         if path.exists():
             arr = np.loadtxt(path, delimiter=",", ndmin=2)
             if arr.shape[1] != SIDE * SIDE + 1:
@@ -112,8 +117,9 @@ def reconstruct_one(prior, train, test, mask, settings, seed, run_dir, progress=
 
 
 def run_reconstruct(out, priors=("cibp", "icp"), seed: int = 0, quick: bool = False, data_dir=None, log=print,
-                    progress=None, **overrides) -> Path:
-    """Run the experiment; writes reconstruct.csv/.md/.png under ``out``.
+                    progress=None, force: bool = False, **overrides) -> Path:
+    """Run the experiment; writes reconstruct.csv/.md/.png under ``out`` (an
+    existing ``out/reconstruct.csv`` is replaced only with ``force``).
 
     ``overrides`` replace the FULL (or QUICK) settings: sweeps, burn_in,
     num_train, num_test, impute_sweeps, samples."""
@@ -131,8 +137,10 @@ def run_reconstruct(out, priors=("cibp", "icp"), seed: int = 0, quick: bool = Fa
     if settings["num_train"] < 20 or settings["num_test"] < 1:
         raise ValueError("need at least 20 training images and 1 test image")
     out = Path(out)
+    if (out / "reconstruct.csv").exists() and not force:
+        raise FileExistsError(f"{out / 'reconstruct.csv'} exists; use --force to replace it (or another --out)")
+    X, y = load_digits_data(data_dir, log)
     out.mkdir(parents=True, exist_ok=True)
-    X, y = load_digits_data(data_dir)
     tr, te = split(X, y, settings["num_train"], settings["num_test"], seed)
     train, test = X[tr], X[te]
     mask = bottom_half_mask(test.shape[0])

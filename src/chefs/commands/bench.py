@@ -50,6 +50,7 @@ def register(sub) -> None:
     r.add_argument("--seed", type=nonneg_int, default=0)
     r.add_argument("--quick", action="store_true", help="short chains (~2 min for both priors)")
     r.add_argument("--data-dir", default=None, help="read digits.csv from here instead of scikit-learn's copy")
+    r.add_argument("--force", action="store_true", help="replace an existing OUT/reconstruct.csv")
     r.set_defaults(func=cmd_reconstruct)
     b.set_defaults(func=lambda args: (b.print_help(), 2)[1])
 
@@ -86,7 +87,7 @@ def cmd_reconstruct(args) -> int:
         burn_in = args.sweeps // 2
     path = run_reconstruct(args.out, priors, seed=args.seed, quick=args.quick, data_dir=args.data_dir,
                            sweeps=args.sweeps, burn_in=burn_in, num_train=args.num_train, num_test=args.num_test,
-                           impute_sweeps=args.impute_sweeps)
+                           impute_sweeps=args.impute_sweeps, force=args.force)
     print(f"wrote {path}, {path.with_suffix('.md')}, {path.with_suffix('.png')}")
     print(path.with_suffix(".md").read_text())
     return 0
