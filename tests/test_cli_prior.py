@@ -56,3 +56,15 @@ def test_calibrate_hits_target(capsys):
 def test_study_writes_csv_and_png(tmp_path):
     assert main(["prior", "study", "--out", str(tmp_path), "--num", "20"]) == 0
     assert (tmp_path / "prior_study.csv").exists() and (tmp_path / "prior_study.png").exists()
+
+
+def test_failed_sample_leaves_no_file(tmp_path, capsys):
+    """An error while the graphs are drawn leaves no empty file behind, so the
+    corrected command needs no --force."""
+    out = tmp_path / "x.jsonl"
+    assert main(["prior", "sample", "--num-observed", "3", "--method", "finite", "--out", str(out)]) == 2
+    assert "finite" in capsys.readouterr().err
+    assert not out.exists() and not list(tmp_path.iterdir())
+    assert main(["prior", "sample", "--num-observed", "3", "--method", "finite", "--finite-K", "6", "--num", "4",
+                 "--out", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 4

@@ -22,6 +22,7 @@ with one graph per line in ``.jsonl`` files.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -313,13 +314,22 @@ def read_jsonl(path) -> Iterator[DAG]:
 
 
 def write_jsonl(graphs: Iterable[DAG], path) -> int:
-    """Write graphs one per line; returns the number written."""
+    """Write graphs one per line; returns the number written. The lines go to a
+    ``.part`` file renamed over ``path`` at the end, so an error while the graphs
+    are drawn leaves no empty or partial file behind."""
     n = 0
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        for g in graphs:
-            fh.write(g.to_json())
-            fh.write("\n")
-            n += 1
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for g in graphs:
+                fh.write(g.to_json())
+                fh.write("\n")
+                n += 1
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return n
 
