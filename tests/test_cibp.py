@@ -490,3 +490,31 @@ def test_cli_sample_and_figures(tmp_path):
                  "--samples", "1", "--max-units", "15"]) == 0
     pngs = sorted(p.name for p in (tmp_path / "fig").glob("*.png"))
     assert len(pngs) >= 3
+
+
+def test_ecibp_update_hyper_targets_the_layer_conditional():
+    """The ECIBP branch: the dishes of layer 2 (one unit, with a skip edge to an
+    observed unit) have the C = 3 units of layer 1 as creating customers and all
+    N = 6 units below as customers (docs/derivations-cibp.md). alpha_2 and beta_2
+    from repeated updates have the means of that conditional (2-D quadrature);
+    the CIBP's count (N = 3) is rejected at the same standard errors (z = 34.8
+    on beta; the passing check reads at most 1.4)."""
+    from chefs.priors.ecibp import ECIBP
+
+    prior = ECIBP(1.0, 1.0, alpha_bounds=(0.1, 3.0), beta_bounds=(0.2, 4.0))
+    g = DAG(layer_theta([0, 0, 0, 1, 1, 1, 2]), [True] * 3 + [False] * 4,
+            [3, 3, 4, 5, 6, 6, 6], [0, 1, 1, 2, 3, 4, 0])
+    s = prior.state_from_dag(g)
+    A, B = np.meshgrid(np.linspace(0.1, 3.0, 400), np.linspace(0.2, 4.0, 400), indexing="ij")
+
+    def means(N, C=3, eta=3):
+        logf = np.log(A * B) - A * sum(B / (B + j) for j in range(C)) + gammaln(N - eta + B) - gammaln(N + B)
+        w = np.exp(logf - logf.max())
+        return np.array([(w * A).sum(), (w * B).sum()]) / w.sum()
+
+    rng = np.random.default_rng(9)
+    draws = np.array([[h["alpha"][1], h["beta"][1]] for h in (prior.update_hyper(rng, s) for _ in range(2000))])
+    se = draws.reshape(40, -1, 2).mean(axis=1).std(axis=0, ddof=1) / math.sqrt(40)
+    z = (draws.mean(axis=0) - means(6)) / se
+    assert np.all(np.abs(z) < Z), z
+    assert np.max(np.abs((draws.mean(axis=0) - means(3)) / se)) > Z
