@@ -84,3 +84,19 @@ def test_negative_control_wrong_gamma_prior_fails():
 def test_bad_hyperpriors():
     with pytest.raises(ValueError):
         HyperPriors(gamma_shape=0)
+
+
+@pytest.mark.parametrize("name", ["alpha", "phi"])
+def test_negative_control_slice_update_without_log_jacobian(monkeypatch, name):
+    """The slice updates of alpha and phi run on log(x): a plant that drops the
+    Jacobian x from the log-scale density (the prior of x used as if it were the
+    prior of log x) makes the same quantile check fail for that parameter."""
+    real = HyperPriors.log_density_log_scale
+
+    def planted(self, which, x):
+        return real(self, which, x) - (math.log(x) if which == name else 0.0)
+
+    monkeypatch.setattr(HyperPriors, "log_density_log_scale", planted)
+    hp = HyperPriors()
+    tr = run_hyper_chain(hp, 3000, seed=1)
+    assert max(abs(z) for z in quantile_z(tr[name], prior_quantiles(hp)[name])) > Z
