@@ -198,6 +198,13 @@ def test_npz_data_and_bad_input(tmp_path):
         load_data(str(tmp_path / "bad.npz"))
     with pytest.raises(ValueError, match="mnist123"):
         load_data("nonsense")
+    (tmp_path / "text.npz").write_text("not an archive\n")
+    with pytest.raises(ValueError, match="not a NumPy .npz archive"):  # not numpy's allow_pickle advice
+        load_data(str(tmp_path / "text.npz"))
+    with open(tmp_path / "one.npz", "wb") as fh:
+        np.save(fh, x)
+    with pytest.raises(ValueError, match="single array"):
+        load_data(str(tmp_path / "one.npz"))
     with pytest.raises(ValueError, match="do not occur"):
         load_data(str(tmp_path / "d.npz"), classes=(5, 9))
     with pytest.raises(ValueError):

@@ -100,7 +100,16 @@ def _raw(spec: str):
         raise ValueError(f"--data must be 'mnist123', 'digits' or a .npz file, got {spec!r}")
     if not path.is_file():
         raise FileNotFoundError(f"no such data file: {spec}")
-    with np.load(path, allow_pickle=False) as z:
+    import zipfile
+
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
+        # numpy's own message for a non-archive talks about pickles and allow_pickle: not the point here
+        raise ValueError(f"{spec} is not a NumPy .npz archive (write one with numpy.savez(path, X=..., y=...))") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise ValueError(f"{spec} holds a single array, not an .npz archive with arrays 'X' and 'y'")
+    with z:
         missing = [k for k in ("X", "y") if k not in z.files]
         if missing:
             raise ValueError(f"{spec} must hold arrays 'X' (N,H,W or N,C,H,W) and 'y' (N,); missing {missing}")

@@ -6,6 +6,8 @@ from ._util import nonneg_int, positive_int
 
 
 def register(sub) -> None:
+    from ..density import MARGIN
+
     b = sub.add_parser("bench", help="benchmarks that reproduce the papers' tables")
     bs = b.add_subparsers(dest="bench_command", metavar="BENCH")
     t = bs.add_parser("table1", help="Table 1: Hellinger distance of fantasy data, nine data sets")
@@ -29,7 +31,7 @@ def register(sub) -> None:
                         "settings' own, 50 full and 10 quick)")
     t.add_argument("--margin", type=float, default=None,
                    help="unit-map margin of the ICP, CIBP and ECIBP fits alike: each column's training range goes "
-                        "onto [MARGIN, 1 - MARGIN] (default: chefs.density.MARGIN)")
+                        f"onto [MARGIN, 1 - MARGIN] (default: {MARGIN}, chefs.density.MARGIN)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
     t.set_defaults(func=cmd_table1)

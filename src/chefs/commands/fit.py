@@ -12,6 +12,8 @@ from ._util import nonneg_int, note_if_incomplete, positive_float, positive_int
 
 
 def register(sub) -> None:
+    from ..density import MARGIN
+
     f = sub.add_parser("fit", help="fit an ICP belief network (NLGBN) to data by MCMC")
     f.add_argument("--data", required=True, help="a data set name (chefs data list) or a CSV file of numbers")
     f.add_argument("--data-dir", default=None, help="directory with the UCI/R files (default: $CHEFS_DATA)")
@@ -35,12 +37,13 @@ def register(sub) -> None:
     f.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
     f.add_argument("--margin", type=float, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
-                        "observed units' sigmoid (default: chefs.density.MARGIN)")
+                        f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN)")
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     f.add_argument("--weight-prior", default=None, metavar="SHAPE,RATE",
                    help="Gamma prior on the weights' precision, sampled (default: weights ~ N(0, 1) fixed)")
-    f.add_argument("--checkpoint-every", type=positive_float, default=10.0)
+    f.add_argument("--checkpoint-every", type=positive_float, default=10.0,
+                   help="seconds between checkpoints (default: 10)")
     f.add_argument("--no-progress", action="store_true")
     f.add_argument("--force", action="store_true", help="overwrite an existing run directory")
     f.add_argument("--out", required=True, help="run directory")
