@@ -163,3 +163,11 @@ def test_cli_fit_interrupted_keeps_the_test_split(tmp_path, monkeypatch, capsys)
     assert np.load(run / "test.npy").shape[1] == 2
     assert json.loads((run / "columns.json").read_text()) == ["x", "y"]
     assert (run / "dataset.txt").read_text().strip() == "ring"
+
+
+def test_cli_fit_reports_moves_that_never_ran_as_na(tmp_path, capsys):
+    """The CIBP has no order or depth moves: their acceptance reads n/a, not 0.000."""
+    assert main(["fit", "--data", "ring", "--prior", "cibp", "--sweeps", "6", "--burn-in", "2", "--thin", "2",
+                 "--no-progress", "--out", str(tmp_path / "run")]) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("acceptance:"))
+    assert "order n/a" in line and "depth n/a" in line and "edge n/a" not in line

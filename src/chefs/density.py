@@ -384,11 +384,12 @@ class BeliefNetwork:
 
         tr = traces(self.run_dir_)
         minutes = max(getattr(self, "fit_seconds_", float("nan")), 1e-9) / 60
-        out = {"acceptance": {}}
+        out = {"acceptance": {}, "proposals": {}}
         names = ("edge", "birth_death", "order", "depth", "activations")
         for r in getattr(self, "chain_results_", []):
-            for n, a in zip(names, r["acceptance"]):
+            for n, a, k in zip(names, r["acceptance"], r.get("proposals", [None] * len(names))):
                 out["acceptance"].setdefault(n, []).append(a)
+                out["proposals"].setdefault(n, []).append(k)
         for var in ("num_nodes", "log_lik"):
             x = tr[var]
             ess = float(az.ess(x)) if x.shape[1] >= 4 and np.ptp(x) > 0 else float("nan")

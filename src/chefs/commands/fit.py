@@ -119,7 +119,11 @@ def cmd_fit(args) -> int:
     print(f"{label}: {train.shape[0]} training points, {len(net.samples_)} posterior samples, "
           f"K+ mean {np.mean(sizes):.1f} (min {min(sizes)}, max {max(sizes)})")
     diag = net.diagnostics()
-    acc = ", ".join(f"{k} {np.mean(v):.3f}" for k, v in diag["acceptance"].items())
+    def rate(k, v):  # n/a: a move the prior or the settings never propose (order/depth under the CIBP, slice)
+        props = diag["proposals"].get(k) or []
+        return "n/a" if props and all(p == 0 for p in props) else f"{np.mean(v):.3f}"
+
+    acc = ", ".join(f"{k} {rate(k, v)}" for k, v in diag["acceptance"].items())
     print(f"acceptance: {acc}")
 
     def per_minute(key):  # NaN when fewer than 4 samples are kept or the trace is constant

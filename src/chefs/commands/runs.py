@@ -88,7 +88,8 @@ def cmd_prior_mcmc(args) -> int:
                          args.checkpoint_every, force=args.force)
     res = run_chains(run_dir, scheduler=args.scheduler, progress=False if args.no_progress else None)
     for r in res:
-        acc = ", ".join(f"{n}={a:.3f}" for n, a in zip(("edge", "birth_death", "order", "depth"), r["acceptance"]))
+        acc = ", ".join(f"{n}={a:.3f}" if k else f"{n}=n/a" for n, a, k in
+                        zip(("edge", "birth_death", "order", "depth"), r["acceptance"], r["proposals"]))
         print(f"chain {r['chain']}: {r['sweep']} sweeps, {r['samples']} samples, acceptance {acc}")
     _finish(run_dir, args)
     return 0

@@ -194,7 +194,8 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
             (cdir / "done").write_text("ok\n")
         stats = model.stats if model is not None and hasattr(model, "stats") else state.stats
         return {"chain": index, "sweep": state.sweep, "samples": store.count(),
-                "acceptance": (stats[:, 1] / np.maximum(stats[:, 0], 1)).tolist()}
+                "acceptance": (stats[:, 1] / np.maximum(stats[:, 0], 1)).tolist(),
+                "proposals": stats[:, 0].astype(int).tolist()}  # 0: the move never ran (acceptance n/a)
     finally:
         store.close()
 
