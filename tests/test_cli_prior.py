@@ -30,7 +30,8 @@ def test_sample_logprob_draw(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content", ['{"theta": [0.1, 0.5], "observed": [true, true], "edges": [[0, 1]]}\n',
-                                     "{not json\n", '{"theta": [0.5, 0.1], "observed": [false, true], "edges": []}\n'])
+                                     "{not json\n", '{"theta": [0.5, 0.1], "observed": [false, true], "edges": []}\n',
+                                     ""])  # an empty file: "holds no graphs", not silence
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content):
     f = tmp_path / "bad.jsonl"
     f.write_text(content)

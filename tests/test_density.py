@@ -171,3 +171,9 @@ def test_cli_fit_reports_moves_that_never_ran_as_na(tmp_path, capsys):
                  "--no-progress", "--out", str(tmp_path / "run")]) == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("acceptance:"))
     assert "order n/a" in line and "depth n/a" in line and "edge n/a" not in line
+
+
+def test_warmup_covering_the_whole_run_warns(tmp_path, moons):
+    tr, _ = moons
+    with pytest.warns(UserWarning, match="covers all 4 sweeps"):
+        BeliefNetwork(sweeps=4, burn_in=2, thin=1, structure_warmup=10, out=tmp_path / "r", progress=False).fit(tr[:50])

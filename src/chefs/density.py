@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,6 +252,9 @@ class BeliefNetwork:
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
         X = check_data(X)
+        if self.structure_warmup >= self.sweeps:
+            warnings.warn(f"structure_warmup ({self.structure_warmup}) covers all {self.sweeps} sweeps: the structure "
+                          "stays at its start", UserWarning, stacklevel=2)
         self.map_ = UnitMap.fit(X, self.margin)
         D = X.shape[1]
         bad = [j for j in self.inputs if not 0 <= j < D]

@@ -136,8 +136,12 @@ def cmd_logprob(args) -> int:
     from ..priors import ICP
 
     prior = ICP(args.alpha, args.gamma, args.phi)
+    n = 0
     for g in read_jsonl(args.file):
         print(repr(prior.log_prob(g, finite_K=args.finite_K)))
+        n += 1
+    if n == 0:
+        raise ValueError(f"{args.file} holds no graphs")
     return 0
 
 
