@@ -158,6 +158,10 @@ def test_cli_mcmc_summary_export(tmp_path, capsys):
     assert main(["export", str(tmp_path / "nope"), "--out", str(tmp_path / "g.jsonl"), "--force"]) == 2
     assert (tmp_path / "g.jsonl").read_bytes() == before
     assert main(["export", str(out), "--out", str(tmp_path / "g.jsonl"), "--force"]) == 0
+    # a directory as --out: a clear error, and no stray .part file
+    (tmp_path / "d").mkdir()
+    assert main(["export", str(out), "--out", str(tmp_path / "d"), "--force"]) == 2
+    assert not list(tmp_path.glob("*.part"))
 
 
 def test_invalid_run_arguments(tmp_path):

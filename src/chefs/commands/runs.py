@@ -136,6 +136,8 @@ def cmd_export(args) -> int:
     from ..mcmc.diagnostics import kept_graphs
 
     out = Path(args.out)
+    if out.is_dir():
+        raise IsADirectoryError(f"{out} is a directory; --out takes a file name (e.g. {out / ('graphs.' + args.format)})")
     if out.exists() and not args.force:
         raise FileExistsError(f"{out} exists; use --force to overwrite it")
     graphs = list(kept_graphs(args.run))  # read (and validate the run) before touching the output
