@@ -155,6 +155,7 @@ def test_cli_fit_interrupted_keeps_the_test_split(tmp_path, monkeypatch, capsys)
 
     def interrupted(self, X):
         run.mkdir()
+        self.run_dir_ = run  # the run exists (create_run has run), then Ctrl-C
         raise KeyboardInterrupt
 
     monkeypatch.setattr(BeliefNetwork, "fit", interrupted)
@@ -177,3 +178,12 @@ def test_warmup_covering_the_whole_run_warns(tmp_path, moons):
     tr, _ = moons
     with pytest.warns(UserWarning, match="covers all 4 sweeps"):
         BeliefNetwork(sweeps=4, burn_in=2, thin=1, structure_warmup=10, out=tmp_path / "r", progress=False).fit(tr[:50])
+
+
+def test_cli_fit_failing_before_the_run_writes_nothing(tmp_path):
+    """A fit refused by its own input checks leaves --out untouched (no data
+    files that would then block the corrected command, or overwrite an old run's)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    assert main(["fit", "--data", "ring", "--inputs", "5", "--sweeps", "4", "--no-progress", "--out", str(run)]) == 2
+    assert not list(run.iterdir())

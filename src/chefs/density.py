@@ -279,12 +279,12 @@ class BeliefNetwork:
         np.save(run / "train01.npy", self.map_.forward(X))
         np.save(run / "train.npy", X)
         (run / "unitmap.json").write_text(json.dumps({**self.map_.to_dict(), "inputs": list(self.inputs)}))
+        self.run_dir_ = Path(run)  # set before sampling: callers can tell that the run exists
         import time
 
         t0 = time.perf_counter()
         self.chain_results_ = run_chains(run, progress=self.progress)
         self.fit_seconds_ = time.perf_counter() - t0
-        self.run_dir_ = Path(run)
         self._load_samples()
         return self
 

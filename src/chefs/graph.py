@@ -319,7 +319,15 @@ def write_jsonl(graphs: Iterable[DAG], path) -> int:
     are drawn leaves no empty or partial file behind."""
     n = 0
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory; give a file name for the graphs")
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not path.is_file() or path.is_symlink():  # /dev/stdout, a FIFO, a link: write through
+        with open(path, "w", encoding="utf-8") as fh:
+            for g in graphs:
+                fh.write(g.to_json() + "\n")
+                n += 1
+        return n
     tmp = path.with_name(path.name + ".part")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -48,7 +48,8 @@ def load_digits_data(data_dir=None, log=None) -> tuple[np.ndarray, np.ndarray]:
     without the file was given). A ``data_dir`` that is not a directory is an error."""
     if data_dir is not None:
         if not Path(data_dir).is_dir():
-            raise NotADirectoryError(f"data directory {data_dir} does not exist")
+            what = "is not a directory" if Path(data_dir).exists() else "does not exist"
+            raise NotADirectoryError(f"data directory {data_dir} {what}")
         path = Path(data_dir) / "digits.csv"
         if not path.exists() and log is not None:
             log(f"no digits.csv in {data_dir}: using scikit-learn's bundled 8x8 digits")

@@ -104,7 +104,7 @@ def _raw(spec: str):
 
     try:
         z = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
+    except (ValueError, zipfile.BadZipFile, EOFError):
         # numpy's own message for a non-archive talks about pickles and allow_pickle: not the point here
         raise ValueError(f"{spec} is not a NumPy .npz archive (write one with numpy.savez(path, X=..., y=...))") from None
     if not isinstance(z, np.lib.npyio.NpzFile):

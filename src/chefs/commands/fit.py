@@ -109,8 +109,8 @@ def cmd_fit(args) -> int:
                         **({} if args.margin is None else {"margin": args.margin}))
     try:
         net.fit(train)
-    finally:  # also on Ctrl-C or a crash: `chefs resume` then still has the test split and names
-        if out.is_dir():
+    finally:  # also on Ctrl-C or a crash once the run exists: `chefs resume` then has the test split and names
+        if getattr(net, "run_dir_", None) is not None:  # not when the fit stopped before creating the run
             _write_data_files(out, args.data, test, label)
     from ..mcmc.diagnostics import write_netcdf
 
