@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 

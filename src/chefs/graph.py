@@ -322,12 +322,21 @@ def write_jsonl(graphs: Iterable[DAG], path) -> int:
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory; give a file name for the graphs")
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and not path.is_file() or path.is_symlink():  # /dev/stdout, a FIFO, a link: write through
-        with open(path, "w", encoding="utf-8") as fh:
+    # /dev/stdout, a FIFO or a link is written through; a regular file goes through a .part file
+    through = path.exists() and not path.is_file() or path.is_symlink()
+    target = path if through else path.with_name(path.name + ".part")
+    try:
+        with open(target, "w", encoding="utf-8") as fh:
             for g in graphs:
                 fh.write(g.to_json() + "\n")
                 n += 1
-        return n
+        if not through:
+            os.replace(target, path)
+    except BaseException:
+        if not through:
+            target.unlink(missing_ok=True)
+        raise
+    return n
     tmp = path.with_name(path.name + ".part")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
