@@ -69,3 +69,51 @@ def test_failed_sample_leaves_no_file(tmp_path, capsys):
     assert main(["prior", "sample", "--num-observed", "3", "--method", "finite", "--finite-K", "6", "--num", "4",
                  "--out", str(out)]) == 0
     assert len(out.read_text().splitlines()) == 4
+
+
+@pytest.mark.parametrize("kind", ["cibp", "ecibp"])
+def test_logprob_layered_priors(tmp_path, capsys, kind):
+    from chefs.priors.cibp import CIBP
+    from chefs.priors.ecibp import ECIBP
+
+    out = tmp_path / "g.jsonl"
+    assert main(["prior", "sample", "--prior", kind, "--num-observed", "3", "--alpha", "1.5", "--beta", "0.7",
+                 "--num", "6", "--seed", "2", "--out", str(out)]) == 0
+    graphs = list(read_jsonl(out))
+    capsys.readouterr()
+    assert main(["prior", "logprob", str(out), "--prior", kind, "--alpha", "1.5", "--beta", "0.7"]) == 0
+    vals = [float(x) for x in capsys.readouterr().out.split()]
+    Prior = CIBP if kind == "cibp" else ECIBP
+    prior = Prior(1.5, 0.7, alpha_bounds=(0.05, 2.0), beta_bounds=(0.05, 2.0))
+    assert np.allclose(vals, [prior.log_prob(g) for g in graphs], rtol=1e-14)
+    assert all(np.isfinite(vals))
+    # another beta gives other values: the flag reaches the prior
+    assert main(["prior", "logprob", str(out), "--prior", kind, "--alpha", "1.5", "--beta", "2"]) == 0
+    other = [float(x) for x in capsys.readouterr().out.split()]
+    assert not np.allclose(vals, other)
+    # a graph deeper than --max-layers has probability 0 under the truncated prior
+    depth = max(int(np.rint(-np.log2(1 - g.theta.max()))) for g in graphs)
+    assert depth >= 1
+    assert main(["prior", "logprob", str(out), "--prior", kind, "--alpha", "1.5", "--beta", "0.7",
+                 "--max-layers", str(depth)]) == 0
+    assert [float(x) for x in capsys.readouterr().out.split()] == vals
+    if depth > 1:
+        assert main(["prior", "logprob", str(out), "--prior", kind, "--alpha", "1.5", "--beta", "0.7",
+                     "--max-layers", str(depth - 1)]) == 0
+        assert float("-inf") in [float(x) for x in capsys.readouterr().out.split()]
+    # the ICP's flags are refused, and the other way round
+    assert main(["prior", "logprob", str(out), "--prior", kind, "--gamma", "2"]) == 2
+    assert "--gamma" in capsys.readouterr().err
+    assert main(["prior", "logprob", str(out), "--beta", "2"]) == 2
+    assert "--beta" in capsys.readouterr().err
+
+
+def test_logprob_layered_rejects_icp_graph(tmp_path, capsys):
+    out = tmp_path / "g.jsonl"
+    assert main(["prior", "sample", "--num-observed", "2", "--num", "3", "--seed", "5", "--out", str(out)]) == 0
+    graphs = list(read_jsonl(out))
+    assert any((~g.observed).any() for g in graphs)  # hidden units at non-layer order values
+    capsys.readouterr()
+    assert main(["prior", "logprob", str(out), "--prior", "cibp"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error:") and err.count("\n") == 1

@@ -52,10 +52,18 @@ def register(sub) -> None:
 
     lp = ps.add_parser("logprob", help="print one log-density per graph of a .jsonl file")
     lp.add_argument("file")
-    lp.add_argument("--alpha", type=positive_float, default=1.0)
-    lp.add_argument("--gamma", type=positive_float, default=1.0)
-    lp.add_argument("--phi", type=positive_float, default=1.0)
-    lp.add_argument("--finite-K", type=positive_int, default=None)
+    lp.add_argument("--prior", default="icp", choices=["icp", "cibp", "ecibp"],
+                    help="icp (default: eq. 9, or eq. 8 with --finite-K); cibp/ecibp: the probability of the "
+                         "unlabelled layered network (docs/derivations-cibp.md)")
+    lp.add_argument("--alpha", type=positive_float, default=1.0,
+                    help="icp: concentration; cibp/ecibp: IBP mass of every layer (default 1)")
+    lp.add_argument("--gamma", type=positive_float, default=None, help="icp only (default 1)")
+    lp.add_argument("--phi", type=positive_float, default=None, help="icp only (default 1)")
+    lp.add_argument("--finite-K", type=positive_int, default=None, help="icp only: total nodes K of eq. 8")
+    lp.add_argument("--beta", type=positive_float, default=None,
+                    help="cibp/ecibp only: IBP concentration of every layer (default 1)")
+    lp.add_argument("--max-layers", type=positive_int, default=None,
+                    help="cibp/ecibp only: deeper graphs get log-density -inf (default 50, at most 50)")
     lp.set_defaults(func=cmd_logprob)
 
     st = ps.add_parser("study", help="Figure 3 of 002: E[K+], E[E+] over (alpha, gamma); hidden count vs D")
@@ -116,6 +124,15 @@ def _sample_layered(args) -> int:
     if given:
         raise ValueError(f"{', '.join(given)} belong(s) to --prior icp; --prior {args.prior} takes --alpha, --beta "
                          "and --max-layers (observed units sit at theta = 0)")
+    prior = _layered_prior(args)
+    rng = np.random.default_rng(args.seed)
+    n = write_jsonl((prior.sample(rng, args.num_observed) for _ in range(args.num)), args.out)
+    print(f"wrote {n} graph(s) to {args.out}")
+    return 0
+
+
+def _layered_prior(args):
+    """The CIBP or ECIBP with every layer's alpha and beta set from the command line."""
     if args.prior == "cibp":
         from ..priors.cibp import CIBP as Prior
     else:
@@ -123,22 +140,38 @@ def _sample_layered(args) -> int:
     alpha = args.alpha
     beta = 1.0 if args.beta is None else args.beta
     hi_a, hi_b = max(2.0, alpha), max(2.0, beta)  # top-hat bounds wide enough for the given values
-    prior = Prior(alpha, beta, alpha_bounds=(min(0.05, alpha / 2), hi_a), beta_bounds=(min(0.05, beta / 2), hi_b),
-                  max_layers=50 if args.max_layers is None else args.max_layers)
-    rng = np.random.default_rng(args.seed)
-    n = write_jsonl((prior.sample(rng, args.num_observed) for _ in range(args.num)), args.out)
-    print(f"wrote {n} graph(s) to {args.out}")
-    return 0
+    return Prior(alpha, beta, alpha_bounds=(min(0.05, alpha / 2), hi_a), beta_bounds=(min(0.05, beta / 2), hi_b),
+                 max_layers=50 if args.max_layers is None else args.max_layers)
 
 
 def cmd_logprob(args) -> int:
     from ..graph import read_jsonl
     from ..priors import ICP
 
-    prior = ICP(args.alpha, args.gamma, args.phi)
+    if args.prior == "icp":
+        if args.beta is not None or args.max_layers is not None:
+            raise ValueError("--beta and --max-layers belong to --prior cibp/ecibp; the ICP has alpha, gamma, phi")
+        prior = ICP(args.alpha, 1.0 if args.gamma is None else args.gamma, 1.0 if args.phi is None else args.phi)
+
+        def score(g):
+            return prior.log_prob(g, finite_K=args.finite_K)
+    else:
+        given = [flag for flag, v in (("--gamma", args.gamma), ("--phi", args.phi), ("--finite-K", args.finite_K))
+                 if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} belong(s) to --prior icp; --prior {args.prior} takes --alpha, "
+                             "--beta and --max-layers")
+        prior = _layered_prior(args)
+
+        from ..priors._cibp_common import theta_layer
+
+        def score(g):  # a graph that is no layered network at all is an error, one too deep has probability 0
+            if g.num_nodes and theta_layer(g.theta).max() > prior.max_layers:
+                return -math.inf
+            return prior.log_prob(g)
     n = 0
     for g in read_jsonl(args.file):
-        print(repr(prior.log_prob(g, finite_K=args.finite_K)))
+        print(repr(score(g)))
         n += 1
     if n == 0:
         raise ValueError(f"{args.file} holds no graphs")
