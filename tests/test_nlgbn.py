@@ -196,6 +196,53 @@ def test_mtm_kernel_does_not_depend_on_the_number_of_threads():
         np.testing.assert_array_equal(a, b)
 
 
+def test_mtm_units_equals_the_unit_by_unit_loop():
+    """``mtm_units`` (every hidden unit in one parallel region) gives the arrays
+    of ``mtm_unit`` called unit by unit in the same order, bit for bit, also when
+    a hidden unit is the child of an earlier one (the order matters then: the
+    control runs the units in reverse and must differ). The unit-by-unit kernel
+    is the one checked against the exact conditional below."""
+    import numba
+
+    from chefs.models import _nlgbn_kernels as K
+
+    rng = np.random.default_rng(11)
+    N, J, H = 700, 3, 7
+    Y = rng.normal(size=(H, N))
+    W = 1.5 * rng.normal(size=(H, H))
+    rho = rng.gamma(2.0, 2.0, size=H)
+    hidden = np.array([6, 4, 5, 3], dtype=np.int64)
+    kids = [np.array([4, 0]), np.array([3, 1, 2]), np.array([0]), np.array([1, 2])]  # 6 -> 4 -> 3 hidden chain
+    ptr = np.concatenate([[0], np.cumsum([k.size for k in kids])]).astype(np.int64)
+    idx = np.concatenate(kids).astype(np.int64)
+    z = rng.standard_normal((hidden.size, 2 * J - 1, N))
+    uu = rng.random((hidden.size, 2, N))
+
+    def start():
+        U = 1 / (1 + np.exp(-Y))
+        return [Y.copy(), U, (W.T @ U) * 0.3]
+
+    def loop(order):
+        A = start()
+        acc = sum(K.mtm_unit(A[0], A[1], A[2], W, rho, hidden[u], kids[u], J, z[u], uu[u]) for u in order)
+        return acc, A
+
+    want_acc, want = loop(range(hidden.size))
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            A = start()
+            acc = K.mtm_units(A[0], A[1], A[2], W, rho, hidden, ptr, idx, J, z, uu)
+            assert acc == want_acc and 0 < acc < hidden.size * N
+            for a, b in zip(A, want):
+                np.testing.assert_array_equal(a, b)
+    finally:
+        numba.set_num_threads(before)
+    _, reverse = loop(range(hidden.size - 1, -1, -1))
+    assert not np.array_equal(reverse[0], want[0])
+
+
 @pytest.mark.parametrize("kernel", ["slice", "mtm"])
 def test_activation_kernel_samples_the_exact_conditional(kernel):
     """20,000 independent copies of one point: after 60 updates from y = -3 the

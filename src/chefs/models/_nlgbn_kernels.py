@@ -9,7 +9,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .._threads import launch_numba_threads
 from ..mcmc._kernels import apply_set_edge, edge_candidates, edge_prior_prob
+
+launch_numba_threads()  # before any parallel kernel runs: OpenMP's wait policy (see there)
 
 CACHE = True
 # error_model="numpy": a division by zero gives inf/nan instead of raising, so
@@ -77,6 +80,39 @@ def mtm_unit(Y, U, MU, W, rho, h, children, J, z, uu):
         lo = blk * N // nblocks
         hi = (blk + 1) * N // nblocks
         acc += _mtm_block(Y, U, MU, rho, h, children, J, z, uu, wc, rc, lo, hi)
+    return acc
+
+
+@njit(cache=CACHE, parallel=True, error_model="numpy")
+def mtm_units(Y, U, MU, W, rho, hidden, ptr, idx, J, z, uu):
+    """``mtm_unit`` for every unit of ``hidden`` in turn, in one parallel region.
+
+    Given the parameters, the data points are independent, so each block of
+    points can run all the units' updates in order on its own thread: the
+    numbers equal those of calling ``mtm_unit`` unit by unit (same order, same
+    ``z[u]``, ``uu[u]`` per unit), with one fork and join per sweep instead of
+    one per unit. Unit ``hidden[u]``'s children are ``idx[ptr[u]:ptr[u + 1]]``;
+    ``z`` is (units, 2J - 1, N) and ``uu`` (units, 2, N). Returns the number of
+    accepted (unit, point) updates.
+    """
+    N = Y.shape[1]
+    H = hidden.shape[0]
+    wcs = np.empty(idx.shape[0])
+    rcs = np.empty(idx.shape[0])
+    for u in range(H):
+        for q in range(ptr[u], ptr[u + 1]):
+            wcs[q] = W[hidden[u], idx[q]]
+            rcs[q] = rho[idx[q]]
+    nblocks = min(N, 64)
+    acc = 0
+    for blk in prange(nblocks):
+        lo = blk * N // nblocks
+        hi = (blk + 1) * N // nblocks
+        a = 0
+        for u in range(H):
+            a0, a1 = ptr[u], ptr[u + 1]
+            a += _mtm_block(Y, U, MU, rho, hidden[u], idx[a0:a1], J, z[u], uu[u], wcs[a0:a1], rcs[a0:a1], lo, hi)
+        acc += a
     return acc
 
 

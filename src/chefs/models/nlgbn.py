@@ -184,7 +184,24 @@ class NLGBN:
         (``"mtm"``, the default), univariate slice sampling of the full
         conditional (``"slice"``), or both in turn. ``plant`` (tests only): a planted
         error in the slice sampler's conditional (the prior mean shifted)."""
-        for h in np.flatnonzero(state.alive & ~state.obs):
+        hidden = np.flatnonzero(state.alive & ~state.obs)
+        if self.activation_update == "mtm":  # all units in one parallel region (same numbers as unit by unit)
+            J = self.num_tries
+            z = np.empty((hidden.size, 2 * J - 1, self.N))
+            uu = np.empty((hidden.size, 2, self.N))
+            kids = []
+            for u, h in enumerate(hidden):  # the random stream of the unit-by-unit loop below
+                rng.standard_normal(out=z[u])
+                rng.random(out=uu[u])
+                kids.append(self.children(state, h))
+            ptr = np.zeros(hidden.size + 1, dtype=np.int64)
+            ptr[1:] = np.cumsum([k.size for k in kids])
+            idx = np.concatenate(kids).astype(np.int64) if kids else np.zeros(0, dtype=np.int64)
+            acc = _kern.mtm_units(self.Y, self.U, self.MU, self.W, self.rho, hidden, ptr, idx, J, z, uu)
+            self.stats[4, 0] += self.N * hidden.size
+            self.stats[4, 1] += acc
+            return
+        for h in hidden:
             ch = self.children(state, h)
             if self.activation_update != "slice":
                 J = self.num_tries
