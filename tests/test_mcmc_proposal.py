@@ -50,3 +50,29 @@ def test_mh_with_rjmcmc_proposal_samples_the_prior(bias):
 def test_rejects_non_icp():
     with pytest.raises(ValueError):
         RJMCMCProposal("icp")
+
+
+def test_a_move_that_cannot_be_made_is_impossible_not_accepted():
+    """Order moves on a graph of fixed nodes only, and deaths with no singleton
+    orphan, cannot be made: the proposal says so with -inf, and the CNN's
+    Metropolis-Hastings step records a rejection without training (before, such
+    a no-op came back with log_ratio 0 and counted as an accepted move)."""
+    from chefs.cnn.chain import ChainState, mh_step
+
+    prior = ICP(1.0, 1.5, 1.0)
+    d = DAG([1.0, 0.0], [True, True], [0], [1], fixed=[True, True])
+    rng = np.random.default_rng(0)
+    prop = RJMCMCProposal(prior, weights=(0.0, 0.0, 1.0, 0.0))
+    for _ in range(20):
+        new, lr = prop(rng, d)
+        assert lr == -math.inf and new is d and prop.last_name == "order"
+    bd = RJMCMCProposal(prior, weights=(0.0, 1.0, 0.0, 0.0))
+    outcomes = [bd(rng, d)[1] for _ in range(200)]  # half are deaths, and no node has a singleton orphan
+    assert sum(lr == -math.inf for lr in outcomes) > 50 and any(np.isfinite(outcomes))
+
+    def fit(*args):
+        raise AssertionError("an impossible move must not be trained")
+
+    state = ChainState(d, "key", prior.log_prob(d), -1.0, None, 0)
+    new_state, info = mh_step(rng, state, prop, fit, prior)
+    assert new_state is state and not info.accepted and not info.trained and info.log_ratio == -math.inf

@@ -32,6 +32,12 @@ class RJMCMCProposal:
     prior : ICP
     weights : 4 floats
         Relative frequencies of edge flips, birth/death, order and depth moves.
+
+    A move that cannot be made in the current graph (no edge candidate for
+    the chosen node, a death with no singleton orphan, an order or depth move
+    with nothing to move) returns ``(dag, -inf)``: the chain stays where it is,
+    which is what a rejection does, and reports count it as "impossible"
+    rather than as an accepted move.
     """
 
     name = "rjmcmc"
@@ -58,7 +64,7 @@ class RJMCMCProposal:
             cand = np.empty(s.capacity, dtype=np.int64)
             n = kern.edge_candidates(theta, obs, alive, Z, m, i, cand)
             if n == 0:
-                return dag, 0.0
+                return dag, -math.inf
             k = int(cand[rng.integers(0, n)])
             p1 = kern.edge_prior_prob(obs, Z, m, a, k, i, al, ph)
             cur = bool(Z[k, i])
@@ -69,9 +75,9 @@ class RJMCMCProposal:
         if kind == kern.BIRTH_DEATH:
             bd, lr, _, _ = kern.propose_birth_death(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, cand,
                                                     al, ga, ph, 0)
-            return (s.to_dag(), lr) if bd != 0 else (dag, 0.0)
+            return (s.to_dag(), lr) if bd != 0 else (dag, -math.inf)
         if kind == kern.ORDER:
             ok, lr, _, _ = kern.propose_order(rng, theta, obs, fixed, alive, tie, Z, m, a, al, ga, ph, 0)
-            return (s.to_dag(), lr) if ok else (dag, 0.0)
+            return (s.to_dag(), lr) if ok else (dag, -math.inf)
         dk, lr, _, _, _ = kern.propose_depth(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, al, ga, ph)
-        return (s.to_dag(), lr) if dk != 0 else (dag, 0.0)
+        return (s.to_dag(), lr) if dk != 0 else (dag, -math.inf)
