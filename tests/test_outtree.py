@@ -244,6 +244,78 @@ def test_cli_fit_sample_score(tmp_path, capsys):
     assert main(["outtree", "score", str(run), "ring:val"]) == 2
 
 
+@pytest.mark.parametrize("n", [40, 3])
+def test_linearly_dependent_columns_are_refused(n):
+    """On a subspace the fitted noise covariance is singular and the 'density'
+    grows without bound (+10.6 nats per point on x3 = x1 + x2 before this check);
+    fewer points than dimensions is the same case."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(n, 4))
+    if n > 4:
+        X[:, 2] = X[:, 0] + X[:, 1]
+    with pytest.raises(ValueError, match="linearly dependent"):
+        OutTree(iters=2, normalizer_samples=50).fit(X, rng=0)
+    X[:, 2] += 1e-3 * rng.normal(size=n)  # nearly dependent but full rank: fitted
+    if n > 4:
+        OutTree(iters=2, normalizer_samples=50).fit(X, rng=0)
+
+
+def test_cli_score_uses_the_fits_split_and_takes_any_points(tmp_path, capsys, monkeypatch):
+    from chefs.cli import main
+    from chefs.commands import outtree as cmd
+
+    rng = np.random.default_rng(3)
+    data = tmp_path / "d.csv"
+    np.savetxt(data, rng.normal(size=(25, 2)), delimiter=",")
+    run = tmp_path / "run"
+    assert main(["outtree", "fit", "--data", str(data), "--out", str(run), "--iters", "3", "--split-seed", "4"]) == 0
+    seeds = []
+    real = cmd.load_data_spec
+    monkeypatch.setattr(cmd, "load_data_spec", lambda spec, d, seed, **kw: (seeds.append(seed), real(spec, d, seed, **kw))[1])
+    capsys.readouterr()
+    assert main(["outtree", "score", str(run), "ring:test"]) == 0
+    assert main(["outtree", "score", str(run), "ring:test", "--split-seed", "0"]) == 0
+    assert seeds == [4, 0]
+    # points to score, not a training set: one row, or a constant column, are fine
+    one = tmp_path / "one.csv"
+    one.write_text("0.1,0.2\n")
+    const = tmp_path / "const.csv"
+    const.write_text("0.1,0.5\n0.3,0.5\n")
+    capsys.readouterr()
+    for f in (one, const):
+        assert main(["outtree", "score", str(run), str(f)]) == 0
+        assert np.isfinite(float(capsys.readouterr().out.strip()))
+
+
+def test_cli_bad_runs_and_outputs_are_one_line_errors(tmp_path, capsys):
+    import json
+
+    from chefs.cli import main
+
+    rng = np.random.default_rng(4)
+    data = tmp_path / "d.csv"
+    np.savetxt(data, rng.normal(size=(20, 2)), delimiter=",")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    # a file as --out is refused before the fit, also with --force
+    assert main(["outtree", "fit", "--data", str(data), "--out", str(afile), "--force"]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    run = tmp_path / "run"
+    assert main(["outtree", "fit", "--data", str(data), "--out", str(run), "--iters", "2"]) == 0
+    meta = json.loads((run / "model.json").read_text())
+    broken = {"no-params": lambda: json.dump({k: v for k, v in meta.items() if k != "params"},
+                                             open(run / "model.json", "w")),
+              "bad-json": lambda: (run / "model.json").write_text("{"),
+              "junk-arrays": lambda: (json.dump(meta, open(run / "model.json", "w")),
+                                      (run / "arrays.npz").write_bytes(b"junk"))}
+    for name, spoil in broken.items():
+        spoil()
+        capsys.readouterr()
+        assert main(["outtree", "score", str(run), str(data)]) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith("chefs: error:") and err.count("\n") == 1 and str(run) in err, (name, err)
+
+
 def test_fast_predictive_matches_direct_logdet_ratio():
     """The O(T^2 + k^3) bordered update against the difference of two all-roots
     log-partitions (GTH, O(T^3) per point). Includes an isolated training point and

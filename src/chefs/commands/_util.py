@@ -55,14 +55,16 @@ def note_if_incomplete(run) -> None:
               f"sweeps done so far; `chefs resume {run}` continues it", file=sys.stderr)
 
 
-def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = False, bare_split: str | None = None):
+def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = False, bare_split: str | None = None,
+                   scoring: bool = False):
     """Data from a CSV file, ``NAME`` or ``NAME:train`` / ``NAME:test`` (the Table 1
     split with this seed). A bare NAME gives the whole data set, or the split
-    ``bare_split`` when given ("train": what ``chefs fit`` trains on)."""
+    ``bare_split`` when given ("train": what ``chefs fit`` trains on). ``scoring``:
+    a CSV of points to score may have one row and constant columns."""
     from .. import datasets
 
     if os.path.isfile(spec):
-        return datasets.read_csv(spec)
+        return datasets.read_csv(spec, scoring=scoring)
     name, _, part = spec.rpartition(":") if ":" in spec else (spec, "", "")
     if datasets.resolve_name(name) is None:
         raise ValueError(f"{spec!r} is neither a CSV file nor a data set name ({', '.join(datasets.DATASETS)})")

@@ -16,11 +16,15 @@ def _fit(args) -> int:
     run = Path(args.out)
     if run.exists() and not args.force:
         raise FileExistsError(f"{run} already exists; use --force to overwrite")
+    if run.exists() and not run.is_dir():  # found before the O(T^3) fit, not after it
+        raise ValueError(f"--out {run} exists and is not a directory")
+    if not run.parent.is_dir():
+        raise ValueError(f"--out {run}: its parent directory {run.parent} does not exist")
     X = load_data_spec(args.data, args.data_dir, args.split_seed, bare_split="train")
     print(f"fitting the out-tree to {X.shape[0]} x {X.shape[1]} points by variational Bayes "
           f"(at most {args.iters} iterations; O(T^3) per iteration)", file=sys.stderr, flush=True)
     model = OutTree(iters=args.iters).fit(X, rng=np.random.default_rng(args.seed))
-    model.save(run, force=args.force, extra={"data": args.data, "seed": args.seed})
+    model.save(run, force=args.force, extra={"data": args.data, "seed": args.seed, "split_seed": args.split_seed})
     print(f"fitted {X.shape[0]} x {X.shape[1]} in {model.fit_seconds_:.1f} s, "
           f"{len(model.elbo_)} VB iterations, ELBO {model.elbo_[-1]:.4f}; saved to {run}")
     return 0
@@ -44,7 +48,9 @@ def _score(args) -> int:
     from chefs.outtree import OutTree
 
     model = OutTree.load(args.run)
-    X = load_data_spec(args.data, args.data_dir, args.split_seed)
+    # a NAME:test split is the fit's split unless asked otherwise (runs before stop 16 stored none: 0)
+    split_seed = model.meta_.get("split_seed", 0) if args.split_seed is None else args.split_seed
+    X = load_data_spec(args.data, args.data_dir, split_seed, scoring=True)
     print(f"{model.score(X):.6f}")
     return 0
 
@@ -77,5 +83,6 @@ def register(subparsers) -> None:
     c.add_argument("run")
     c.add_argument("data", help="CSV file, NAME:test or NAME:train (the split of chefs fit), or NAME (all of it)")
     c.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
-    c.add_argument("--split-seed", type=nonneg_int, default=0, help="seed of the train/test split")
+    c.add_argument("--split-seed", type=nonneg_int, default=None,
+                   help="seed of the train/test split (default: the one the RUN was fitted with)")
     c.set_defaults(func=_score)

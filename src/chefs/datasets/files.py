@@ -92,7 +92,7 @@ def _to_float(text: str) -> float | None:
         return None
 
 
-def read_csv(path) -> np.ndarray:
+def read_csv(path, scoring: bool = False) -> np.ndarray:
     """Read and validate a CSV file of numbers.
 
     The delimiter is the first of ``,``, ``;`` or TAB found in the first
@@ -103,6 +103,9 @@ def read_csv(path) -> np.ndarray:
     ----------
     path : str or path-like
         The file.
+    scoring : bool
+        A file of points to score or compare, not a training set: one row is
+        enough and constant columns are allowed.
 
     Returns
     -------
@@ -113,7 +116,8 @@ def read_csv(path) -> np.ndarray:
     ValueError
         Naming the problem and where: a non-numeric field (line and column),
         a row with the wrong number of fields, NaN or infinite values, a
-        constant column, fewer than two rows, no data at all.
+        constant column, fewer than two rows (these two only unless
+        ``scoring``), no data at all.
     FileNotFoundError
         When the file does not exist.
     """
@@ -153,6 +157,8 @@ def read_csv(path) -> np.ndarray:
             row.append(v)
         rows.append(row)
     x = np.asarray(rows, dtype=np.float64)
+    if scoring:
+        return x
     if x.shape[0] < 2:
         raise ValueError(f"{path}: only one data row; a density data set needs at least two")
     for j in range(x.shape[1]):

@@ -12,6 +12,7 @@ import os
 import tempfile
 import time
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,7 @@ def _as_rng(rng) -> np.random.Generator:
 
 
 NORMALIZER_REL_SE_WARN = 0.25  # relative SE of c(X) above which fit warns
+COLLINEAR_EIG = 1e-8  # fit refuses data whose correlation matrix has a smaller eigenvalue (Table 1's smallest: 9e-4)
 
 
 class OutTree:
@@ -123,6 +125,15 @@ class OutTree:
             raise ValueError(f"column {j} of X is constant; drop it before fitting")
         self.scale_ = sd
         Y = self._standardise(X)
+        if Y.shape[1] > 1:
+            # the Gaussian conditionals need full-rank data: on a subspace the fitted noise covariance
+            # is singular and the "density" grows without bound (+10 nats per point on x3 = x1 + x2)
+            lam = float(np.linalg.eigvalsh(np.corrcoef(Y.T)).min())
+            if not lam > COLLINEAR_EIG:
+                why = (f"{X.shape[0]} points in {X.shape[1]} dimensions" if X.shape[0] <= X.shape[1]
+                       else f"smallest eigenvalue of their correlation matrix {lam:.1e}")
+                raise ValueError(f"the columns of X are linearly dependent ({why}); the out-tree's Gaussian "
+                                 "conditionals need full-rank data: drop a redundant column or add points")
         self.prior_ = MNIW.default_prior(Y, self.noise_scale)
         self.root_ = NIW.from_data(Y)
         state, infos = run_vb(Y, self.prior_, self.root_, iters=self.iters, tol=self.tol,
@@ -247,15 +258,34 @@ class OutTree:
         run = Path(run_dir)
         if not (run / "model.json").is_file() or not (run / "arrays.npz").is_file():
             raise FileNotFoundError(f"{run} is not an outtree run (need model.json and arrays.npz)")
-        meta = json.loads((run / "model.json").read_text())
-        if meta.get("format") != "chefs.outtree":
+        try:
+            meta = json.loads((run / "model.json").read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{run}/model.json is not valid JSON ({err})") from None
+        if not isinstance(meta, dict) or meta.get("format") != "chefs.outtree":
             raise ValueError(f"{run}/model.json is not a chefs outtree model")
-        with np.load(run / "arrays.npz", allow_pickle=False) as z:
-            a = {k: z[k] for k in z.files}
-        self = cls(**meta["params"])
         if int(meta.get("version", 0)) != FORMAT_VERSION:
             raise ValueError(f"{run}/model.json has format version {meta.get('version')}; "
                              f"this chefs reads version {FORMAT_VERSION} (refit the model)")
+        need = ("params", "q_nu", "prior_nu", "root_kappa0", "root_nu0", "root_hint", "elbo", "log_normalizer",
+                "log_normalizer_rel_se")
+        missing = [k for k in need if k not in meta]
+        if missing:
+            raise ValueError(f"{run}/model.json lacks {', '.join(missing)}; refit the model")
+        try:
+            with np.load(run / "arrays.npz", allow_pickle=False) as z:
+                a = {k: z[k] for k in z.files}
+        except (ValueError, OSError, zipfile.BadZipFile) as err:
+            raise ValueError(f"{run}/arrays.npz is not a numpy archive of arrays ({type(err).__name__})") from None
+        need = ("X", "q_M", "q_V", "q_psi", "prior_M", "prior_V", "prior_psi", "root_mu0", "root_psi0", "shift",
+                "scale")
+        missing = [k for k in need if k not in a]
+        if missing:
+            raise ValueError(f"{run}/arrays.npz lacks {', '.join(missing)}; refit the model")
+        try:
+            self = cls(**meta["params"])
+        except TypeError as err:
+            raise ValueError(f"{run}/model.json: bad params ({err})") from None
         self.X_ = a["X"]
         self.shift_, self.scale_ = a["shift"], a["scale"]
         self._root_hint = int(meta["root_hint"])
