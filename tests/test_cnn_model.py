@@ -384,3 +384,20 @@ def test_mh_step_samples_prior_times_evidence(refresh):
 def test_mh_step_negative_control_current_evidence_dropped():
     z = _visit_z(_mh_visits(plant=1))
     assert np.max(np.abs(z)) > Z, z
+
+
+@pytest.mark.parametrize("max_train", [3, 5, 31, 200])
+def test_max_train_is_a_stratified_subset_of_the_training_split(max_train):
+    """--max-train keeps every class in proportion (a plain prefix of the shuffled
+    training set gave digits with max_train=5 the class counts [0, 0, 5])."""
+    from chefs.cnn.data import load_data
+
+    full = load_data("digits", seed=4)
+    sub = load_data("digits", seed=4, max_train=max_train)
+    counts = np.bincount(sub.y_train, minlength=3)
+    share = np.bincount(full.y_train, minlength=3) * max_train / full.y_train.size
+    assert counts.sum() == max_train and counts.min() >= 1
+    assert np.all(np.abs(counts - share) < 1 + 1e-9)
+    np.testing.assert_array_equal(sub.x_test, full.x_test)  # the test split is untouched
+    rows = {r.tobytes() for r in full.x_train}
+    assert all(r.tobytes() in rows for r in sub.x_train)

@@ -127,6 +127,26 @@ def _raw(spec: str):
     return x, y, "all"
 
 
+def _stratified_quota(sizes, total: int) -> list[int]:
+    """Images per class when at most ``total`` are kept: proportional to the
+    class sizes (largest remainders), at least one per class."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if total >= sizes.sum():
+        return sizes.tolist()
+    share = sizes * (total / sizes.sum())
+    q = np.maximum(1, np.floor(share).astype(np.int64))
+    order = np.argsort(-(share - np.floor(share)), kind="stable")
+    k = 0
+    while q.sum() < total:  # hand out the remainder, largest fractional part first
+        c = order[k % order.size]
+        if q[c] < sizes[c]:
+            q[c] += 1
+        k += 1
+    while q.sum() > total:  # the at-least-one rule overshot: take from the largest quotas
+        q[np.argmax(q)] -= 1
+    return q.tolist()
+
+
 def load_data(spec: str, seed: int = 0, classes=None, test_fraction: float = 0.2,
               max_train: int | None = None) -> Dataset:
     """Load, restrict, scale and split a data set (see the module docstring).
@@ -178,11 +198,11 @@ def load_data(spec: str, seed: int = 0, classes=None, test_fraction: float = 0.2
             raise ValueError(f"class {classes[c]} has too few images ({idx.size}) to split")
         te.append(idx[:n_te])
         tr.append(idx[n_te:])
-    tr_i = rng.permutation(np.concatenate(tr))
-    te_i = np.sort(np.concatenate(te))
     if max_train is not None:
         if int(max_train) < len(classes):
             raise ValueError(f"max_train must be at least the number of classes, got {max_train}")
-        tr_i = tr_i[: int(max_train)]
+        tr = [t[:q] for t, q in zip(tr, _stratified_quota([t.size for t in tr], int(max_train)))]
+    tr_i = rng.permutation(np.concatenate(tr))
+    te_i = np.sort(np.concatenate(te))
     f32 = np.float32
     return Dataset(str(spec), x[tr_i].astype(f32), y[tr_i], x[te_i].astype(f32), y[te_i], tuple(int(c) for c in classes))
