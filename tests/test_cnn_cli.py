@@ -82,3 +82,55 @@ def test_cnn_resume_continues_to_the_same_run(tmp_path, capsys):
     (tmp_path / "old" / "config.json").write_text(json.dumps({"chain": {}}))
     assert main(["cnn", "resume", str(tmp_path / "old")]) == 2
     assert "cannot be resumed" in capsys.readouterr().err
+    # stored chain settings this version does not know: one line, not a TypeError traceback
+    cb["complete"] = False
+    cb["chain"]["no_such_setting"] = 1
+    (two / "config.json").write_text(json.dumps(cb))
+    assert main(["cnn", "resume", str(two), "--samples", "6"]) == 2
+    err = capsys.readouterr().err
+    assert "chain settings" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("bad", ["labels", "pixels"])
+def test_non_numeric_npz_is_a_one_line_error(tmp_path, capsys, bad):
+    import numpy as np
+
+    f = tmp_path / "d.npz"
+    X = np.random.default_rng(0).random((20, 8, 8))
+    y = np.array(["a", "b"] * 10)
+    if bad == "pixels":
+        X, y = X.astype(str), np.arange(20) % 2
+    np.savez(f, X=X, y=y)
+    assert main(["cnn", "sample", "--data", str(f), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error:") and err.count("\n") == 1 and ("'y'" in err or "'X'" in err)
+
+
+def test_unreachable_scheduler_leaves_no_run_behind(tmp_path, capsys, monkeypatch):
+    """The run directory is removed when the chains never started (before, it
+    stayed with only config.json and the corrected command needed --force)."""
+    import chefs.mcmc.run as mrun
+
+    def unreachable(workers, scheduler):
+        raise ValueError(f"cannot reach the Dask scheduler at {scheduler!r}: refused")
+
+    monkeypatch.setattr(mrun, "make_executor", unreachable)
+    run = tmp_path / "run"
+    args = ["cnn", "sample", "--data", "digits", "--chains", "1", "--samples", "2", "--train-steps", "5",
+            "--max-train", "60", "--out", str(run)]
+    assert main(args + ["--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert "cannot reach" in capsys.readouterr().err and not run.exists()
+
+
+@pytest.mark.parametrize("command", [["resume"], ["summary"], ["export", "--format", "jsonl", "--out", "X"]])
+def test_mcmc_run_commands_point_a_cnn_run_to_the_cnn_commands(tmp_path, capsys, command):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"command": "chefs cnn sample", "chains": 2, "seed": 0}))
+    (run / "chains").mkdir()
+    args = [command[0], str(run)] + command[1:]
+    if command[0] == "export":
+        args = ["export", str(run), "--format", "jsonl", "--out", str(tmp_path / "g.jsonl")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "chefs cnn resume" in err and err.count("\n") == 1

@@ -401,3 +401,31 @@ def test_max_train_is_a_stratified_subset_of_the_training_split(max_train):
     np.testing.assert_array_equal(sub.x_test, full.x_test)  # the test split is untouched
     rows = {r.tobytes() for r in full.x_train}
     assert all(r.tobytes() in rows for r in sub.x_train)
+
+
+def test_interrupt_stops_the_worker_processes(digits, tmp_path):
+    """Ctrl-C (here: KeyboardInterrupt from the progress callback once chain 0 is
+    done) stops the pool's worker processes at once instead of waiting for the
+    chains still queued or running (a hang once seen at shutdown): with one
+    worker, chain 2 never starts (before, the pool's shutdown ran it to the end)."""
+    import multiprocessing as mp
+    import time
+
+    from chefs.cnn.chain import ChainConfig, run_chains
+    from chefs.cnn.train import TrainConfig
+
+    cfg = ChainConfig(samples=2, train=TrainConfig(steps=5, warm_steps=2, batch_size=30))
+
+    def interrupt(result):
+        raise KeyboardInterrupt
+
+    (tmp_path / "chains").mkdir()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        run_chains(digits, cfg, 3, seed=1, executor="process", workers=1, on_done=interrupt, run_dir=tmp_path)
+    deadline = time.perf_counter() + 10
+    while mp.active_children() and time.perf_counter() < deadline:
+        time.sleep(0.1)
+    assert not mp.active_children()
+    assert (tmp_path / "chains" / "c0").exists() and not (tmp_path / "chains" / "c2").exists()
+    assert time.perf_counter() - t0 < 120

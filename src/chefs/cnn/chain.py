@@ -390,6 +390,13 @@ def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_see
                        counters["warm"])
 
 
+def _ignore_sigint() -> None:
+    """Process-pool initializer: Ctrl-C reaches the main process only."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _orphaned(ppid: int) -> Callable[[], bool]:
     """True once the process that started this worker is gone (killed): stop, progress is committed."""
     return lambda: os.getppid() != ppid
@@ -453,18 +460,33 @@ def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, execu
         elif executor == "process":
             import multiprocessing as mp
 
-            pool: Executor = ProcessPoolExecutor(max_workers=int(workers), mp_context=mp.get_context("spawn"))
+            # the workers ignore Ctrl-C: the main process stops them (below), so no worker prints a traceback
+            pool: Executor = ProcessPoolExecutor(max_workers=int(workers), mp_context=mp.get_context("spawn"),
+                                                 initializer=_ignore_sigint)
         else:
             pool = ThreadPoolExecutor(max_workers=int(workers))
-        with pool:
-            from concurrent.futures import as_completed
+        from concurrent.futures import as_completed
 
+        try:
             futs = [pool.submit(_worker, job) for job in jobs]
             for f in as_completed(futs):
                 r = f.result()
                 if on_done:
                     on_done(r)
                 results.append(r)
-        if client is not None:
-            client.close()
+        except BaseException:
+            # Ctrl-C or a failed chain: stop the worker processes now instead of waiting for their chains
+            # (every chain keeps its last completed iteration on disk; its files are replaced atomically)
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.terminate()
+            if isinstance(pool, (ProcessPoolExecutor, ThreadPoolExecutor)):
+                pool.shutdown(wait=False, cancel_futures=True)
+            else:  # a Dask executor
+                pool.shutdown(wait=False)
+            raise
+        else:
+            pool.shutdown(wait=True)
+        finally:
+            if client is not None:
+                client.close()
     return sorted(results, key=lambda r: r.chain)

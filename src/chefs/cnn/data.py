@@ -114,6 +114,8 @@ def _raw(spec: str):
         if missing:
             raise ValueError(f"{spec} must hold arrays 'X' (N,H,W or N,C,H,W) and 'y' (N,); missing {missing}")
         x, y = np.asarray(z["X"]), np.asarray(z["y"])
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError(f"'X' in {spec} must hold pixel values (numbers), got {x.dtype} values")
     if x.ndim == 3:
         x = x[:, None]
     if x.ndim != 4:
@@ -121,6 +123,8 @@ def _raw(spec: str):
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
         raise ValueError(f"'y' in {spec} must have shape ({x.shape[0]},), got {y.shape}")
     if not np.issubdtype(y.dtype, np.integer):
+        if not np.issubdtype(y.dtype, np.number) or np.issubdtype(y.dtype, np.complexfloating):
+            raise ValueError(f"'y' in {spec} must hold integer class labels, got {y.dtype} values")
         if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
             raise ValueError(f"'y' in {spec} must hold integer class labels")
         y = y.astype(np.int64)

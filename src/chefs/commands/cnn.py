@@ -6,6 +6,7 @@ torch is imported lazily, so ``chefs --help`` works without it.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 
@@ -85,7 +86,8 @@ def register(subparsers) -> None:
     s.add_argument("--proposal", choices=("rjmcmc", "toggle"), default="rjmcmc",
                    help="structure moves: the ICP's RJMCMC moves (default) or edge toggles + node births on edges")
     s.add_argument("--toggle-weight", type=_unit_interval, default=0.5,
-                   help="probability of an edge-toggle move, else birth/death (default %(default)s)")
+                   help="--proposal toggle only: probability of an edge-toggle move, else birth/death "
+                        "(default %(default)s)")
     s.add_argument("--no-refresh", dest="refresh", action="store_false",
                    help="do not give the current network the same extra training as a proposal "
                         "(halves the cost, biases towards accepting)")
@@ -205,7 +207,15 @@ def _cmd_sample(args) -> int:
         "chain": cfg.to_dict(), "_command": "sample",
     }
     path = start_run(args.out, {k: v for k, v in config.items() if k != "_command"}, force=args.force)
-    return _run_and_finish(path, data, cfg, config, args.executor, args.workers, args.scheduler, args.quiet)
+    try:
+        return _run_and_finish(path, data, cfg, config, args.executor, args.workers, args.scheduler, args.quiet)
+    except (ValueError, OSError):
+        # failed before any chain wrote anything (an unreachable --scheduler): leave no run behind that the
+        # corrected command would need --force to replace
+        chains = path / "chains"
+        if chains.is_dir() and not any(chains.iterdir()):
+            shutil.rmtree(path)
+        raise
 
 
 def _cmd_resume(args) -> int:
@@ -231,7 +241,10 @@ def _cmd_resume(args) -> int:
     if args.device is not None:
         train["device"] = args.device
     check_device(train["device"])
-    cfg = ChainConfig(**chain, train=train)
+    try:
+        cfg = ChainConfig(**chain, train=train)
+    except TypeError as err:  # an unknown or missing key in the stored settings
+        raise ValueError(f"{path}/config.json: its chain settings do not fit this version of chefs ({err})") from None
     total = cfg.burn_in + cfg.samples * cfg.thin
     past = {c: it for c, it in chain_progress(path).items() if it > total}
     if past:
@@ -240,8 +253,10 @@ def _cmd_resume(args) -> int:
     data = load_data(config["data_spec"], seed=config["seed"], classes=config.get("classes"),
                      test_fraction=config["test_fraction"], max_train=config.get("max_train"))
     if data.fingerprint() != config["data_sha256"]:
+        hint = (" (runs with --max-train made before chefs took that subset stratified by class drew another "
+                "subset)" if config.get("max_train") is not None else "")
         raise ValueError(f"the data behind {config['data_spec']!r} changed since the run started "
-                         "(SHA-256 of the split differs); cannot resume")
+                         f"(SHA-256 of the split differs){hint}; cannot resume")
     config["chain"] = cfg.to_dict()
     config["complete"] = False
     write_config(path, config)

@@ -117,7 +117,11 @@ def load_spec(run_dir) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
     with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+        spec = json.load(fh)
+    if isinstance(spec, dict) and str(spec.get("command", "")).startswith("chefs cnn"):
+        raise ValueError(f"{run_dir} is a 'chefs cnn sample' run: continue it with 'chefs cnn resume {run_dir}' "
+                         f"and summarise it with 'chefs cnn report {run_dir} --out DIR'")
+    return spec
 
 
 def chain_seed(seed: int, chains: int, index: int) -> np.random.Generator:
