@@ -1,40 +1,34 @@
 """The NLGBN activation update on numba's threads, on an idle and on a busy machine.
 
 The multiple-try Metropolis update of all hidden units' activations runs in one
-parallel region per sweep (``_nlgbn_kernels.mtm_units``), and ``chefs`` starts
-numba's OpenMP thread pool with the passive wait policy
-(``chefs._threads.launch_numba_threads``). This script shows why: it times the
-update of 15 hidden units (2-3 children each, 2000 points, 4 tries), as one
-region per unit (``mtm_unit`` in a loop, as before) and as one region, in fresh
-processes, for
-
-* the wait policy: ``spin`` (OpenMP's default, numba's pool started before
-  chefs is imported, as before the change) or ``passive`` (what chefs does);
-* 1 or 2 numba threads;
-* an idle machine, or one where ``--busy`` other processes (default 2) each
-  keep a core busy.
+parallel region per sweep (``_nlgbn_kernels.mtm_units``). This script shows why:
+it times the update of 15 hidden units (2-3 children each, 2000 points, 4 tries)
+as one parallel region per unit (``mtm_unit`` in a loop, as before) and as one
+region, in fresh processes, with 1 or 2 numba threads, on an idle machine and
+while ``--busy`` other processes (default 2) each keep a core busy. With one
+region per unit, OpenMP's spinning threads wait at every unit's barrier for a
+thread the busy machine has descheduled.
 
 It prints the median milliseconds per update over about ``--seconds`` of updates
 (with a 2 ms pause between them, the rest of a sweep), and the ratio of the two
-layouts.
+layouts. ``--policy passive`` runs the children with ``OMP_WAIT_POLICY=PASSIVE``
+(tried at stop 16: no gain with one region, slower on an idle machine).
 
-Usage: python benchmarks/threads.py [--seconds 5] [--busy 2]
+Usage: python benchmarks/threads.py [--seconds 6] [--busy 2] [--policy default|passive]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
 CHILD = r"""
 import json, sys, time
 import numpy as np
-policy, threads, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-if policy == "spin":
-    import numba
-    numba.get_num_threads()  # the pool starts before chefs can choose the policy
+threads, seconds = int(sys.argv[1]), float(sys.argv[2])
 from chefs.models import _nlgbn_kernels as K
 import numba
 numba.set_num_threads(threads)
@@ -70,34 +64,37 @@ for name, f in (("per-unit", per_unit), ("fused", fused)):
 print(json.dumps(res))
 """
 
-BUSY = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
+BUSY = "while True: pass\n"
 
 
-def measure(policy: str, threads: int, seconds: float) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, policy, str(threads), str(seconds)],
-                         capture_output=True, text=True, check=True)
+def measure(threads: int, seconds: float, policy: str) -> dict:
+    env = dict(os.environ)
+    if policy == "passive":
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    out = subprocess.run([sys.executable, "-c", CHILD, str(threads), str(seconds)],
+                         capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main(seconds: float = 5.0, busy: int = 2) -> None:
-    configs = [("spin", 1), ("spin", 2), ("passive", 1), ("passive", 2)]
+def main(seconds: float = 6.0, busy: int = 2, policy: str = "default") -> None:
     for label, nbusy in (("idle", 0), (f"{busy} busy processes", busy)):
-        procs = [subprocess.Popen([sys.executable, "-c", BUSY.format(s=3600)])
-                 for _ in range(nbusy)]
+        procs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(nbusy)]
         try:
-            res = {c: measure(*c, seconds) for c in configs}
+            res = {t: measure(t, seconds, policy) for t in (1, 2)}
         finally:
             for p in procs:
                 p.kill()
-        print(f"{label}: ms per activation update of 15 hidden units, 2000 points (median)")
-        for policy, threads in configs:
-            r = res[(policy, threads)]
-            print(f"  {policy:8s} {threads} thread(s): per-unit regions {r['per-unit']:7.2f} ms, "
-                  f"one region {r['fused']:6.2f} ms (x{r['per-unit'] / r['fused']:.2f})")
+        print(f"{label} (OpenMP wait policy: {policy}): ms per activation update of 15 hidden units, "
+              "2000 points (median)")
+        for t, r in res.items():
+            print(f"  {t} thread(s): one region per unit {r['per-unit']:7.2f} ms, one region {r['fused']:6.2f} ms "
+                  f"(x{r['per-unit'] / r['fused']:.2f})")
+
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--busy", type=int, default=2)
+    ap.add_argument("--policy", choices=("default", "passive"), default="default")
     a = ap.parse_args()
-    main(a.seconds, a.busy)
+    main(a.seconds, a.busy, a.policy)

@@ -9,10 +9,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._threads import launch_numba_threads
 from ..mcmc._kernels import apply_set_edge, edge_candidates, edge_prior_prob
-
-launch_numba_threads()  # before any parallel kernel runs: OpenMP's wait policy (see there)
 
 CACHE = True
 # error_model="numpy": a division by zero gives inf/nan instead of raising, so
