@@ -210,3 +210,28 @@ def test_grow_by_births():
         nbd.grow(np.random.default_rng(0), bare_graph(edge=False), 1)
     with pytest.raises(ValueError, match="hidden"):
         nbd.grow(np.random.default_rng(0), g, -1)
+
+
+def test_count_structures_merges_renamed_hidden_nodes_of_the_same_bins():
+    """Same edges between nodes of the same shape bins: one structure, two
+    order-value keys; a hidden node moved to another bin, or another edge, is
+    another structure."""
+    from chefs import DAG
+    from chefs.cnn.network import count_structures, network_key
+    from chefs.cnn.shapes import ShapeRule
+
+    rule = ShapeRule(5, 4, "product")
+
+    def net(t1, t2, extra=False):  # X(1) -> h1 -> h2 -> Y(0), optionally X -> h2
+        par, ch = [0, 2, 3], [2, 3, 1]
+        if extra:
+            par, ch = par + [0], ch + [3]
+        return DAG([1.0, 0.0, t1, t2], [True, True, False, False], par, ch, fixed=[True, True, False, False])
+
+    a, b = net(0.75, 0.45), net(0.71, 0.49)  # bins 1 and 2 both times
+    c = net(0.75, 0.25)  # h2 in bin 3
+    d = net(0.75, 0.45, extra=True)
+    assert network_key(a) != network_key(b)
+    assert count_structures([a, b], rule) == 1
+    assert count_structures([a, b, c], rule) == 2
+    assert count_structures([a, b, c, d, a], rule) == 3

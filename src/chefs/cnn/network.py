@@ -93,6 +93,50 @@ def network_key(dag: DAG) -> tuple:
     return tuple(sorted((float(th[p]), float(th[c])) for p, c in network_edges(dag)))
 
 
+def count_structures(dags, shape_rule) -> int:
+    """Number of distinct architectures up to the naming of hidden nodes.
+
+    :func:`network_key` tells forward networks apart by their order values, so
+    two graphs with the same edges between nodes of the same shape bins (the
+    same tensors and operators, hence the same function class) count twice
+    there. Here they count once: the reachable networks, with X, Y and every
+    hidden node's shape bin as labels, are grouped into isomorphism classes
+    (networkx: Weisfeiler-Lehman hashes, then exact isomorphism tests).
+    """
+    import warnings
+
+    import networkx as nx
+
+    def labelled(dag):
+        x, y = io_nodes(dag)
+        g = nx.DiGraph()
+        g.add_node(x, label="X")
+        g.add_node(y, label="Y")
+        for p, c in network_edges(dag):
+            for k in (p, c):
+                if k not in g:
+                    g.add_node(k, label=f"bin{shape_rule.bin(dag.theta[k])}")
+            g.add_edge(p, c)
+        return g
+
+    same = nx.algorithms.isomorphism.categorical_node_match("label", None)
+    classes: dict[str, list] = {}
+    seen = set()
+    for dag in dags:
+        key = network_key(dag)
+        if key in seen:
+            continue
+        seen.add(key)
+        g = labelled(dag)
+        with warnings.catch_warnings():  # networkx 3.5 changed the directed hashes: only used to group here
+            warnings.simplefilter("ignore", UserWarning)
+            h = nx.weisfeiler_lehman_graph_hash(g, node_attr="label")
+        reps = classes.setdefault(h, [])
+        if not any(nx.is_isomorphic(g, r, node_match=same) for r in reps):
+            reps.append(g)
+    return sum(len(r) for r in classes.values())
+
+
 def architecture_stats(dag: DAG) -> dict:
     """Statistics of Figure 5 of 002 over the nodes reachable from the input.
 

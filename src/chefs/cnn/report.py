@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..graph import DAG
-from .network import network_key, reachable_mask
+from .network import count_structures, network_key, reachable_mask
 from .shapes import ShapeRule
 from .store import read_run
 
@@ -65,12 +65,16 @@ def summarize(run) -> dict:
     for d in moves.values():
         d["acceptance_rate"] = d["accepted"] / d["proposed"] if d["proposed"] else None
     distinct = {(r["chain"], r["net_id"]) for r in recs}
-    archs = {network_key(DAG.from_dict(r)) for r in recs}
+    dags = [DAG.from_dict(r) for r in recs]
+    archs = {network_key(d) for d in dags}
+    ccfg = run["config"].get("chain", {})
+    rule = ShapeRule(ccfg.get("n_bins", 5), ccfg.get("base_channels", 4), ccfg.get("channel_rule", "product"))
     out = {
         "num_samples": len(recs),
         "num_chains": len({r["chain"] for r in recs}),
         "num_distinct_weight_sets": len(distinct),
-        "num_distinct_architectures": len(archs),
+        "num_distinct_architectures": len(archs),  # forward networks told apart by their order values
+        "num_distinct_structures": count_structures(dags, rule),  # the same, up to naming the hidden nodes
         "ensemble_accuracy": float(np.mean(ens.argmax(1) == y)),
         "mean_accuracy": float(np.mean(acc)),
         "max_accuracy": float(np.max(acc)),

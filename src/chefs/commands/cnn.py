@@ -270,7 +270,8 @@ def _cmd_report(args) -> int:
     from ..cnn.report import make_report
 
     s = make_report(args.run, args.out)
-    print(f"samples {s['num_samples']} (distinct architectures {s['num_distinct_architectures']}); "
+    print(f"samples {s['num_samples']} (distinct architectures {s['num_distinct_architectures']} by order values, "
+          f"{s['num_distinct_structures']} up to naming the hidden nodes); "
           f"ensemble accuracy {s['ensemble_accuracy']:.4f}, mean {s['mean_accuracy']:.4f}, "
           f"max {s['max_accuracy']:.4f}")
     sz = s["sizes_visited"]["num_nodes"]
