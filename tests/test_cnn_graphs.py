@@ -27,7 +27,9 @@ def test_shape_rule_bins_channels_sides():
     assert [r.side(t, (28, 28)) for t in (0.9, 0.7, 0.5, 0.3, 0.1)] == [(28, 28), (14, 14), (7, 7), (4, 4), (2, 2)]
     assert r.side(0.1, (8, 8)) == (1, 1)
     assert ShapeRule(channel_rule="printed").channels(0.9) == 5  # eq. 18 as printed
-    for bad in (dict(n_bins=0), dict(base_channels=-1), dict(channel_rule="x"), dict(n_bins=2.5)):
+    assert ShapeRule(n_bins=11).channels(0.0) == 4096  # the largest allowed
+    for bad in (dict(n_bins=0), dict(base_channels=-1), dict(channel_rule="x"), dict(n_bins=2.5), dict(n_bins=12),
+                dict(n_bins=3, base_channels=2000)):
         with pytest.raises(ValueError):
             ShapeRule(**bad)
     with pytest.raises(ValueError):

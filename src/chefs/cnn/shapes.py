@@ -37,6 +37,7 @@ import numpy as np
 __all__ = ["ShapeRule"]
 
 _CHANNEL_RULES = ("product", "printed")
+MAX_CHANNELS = 4096  # largest channel count a shape rule may give
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,11 @@ class ShapeRule:
             object.__setattr__(self, name, int(v))
         if self.channel_rule not in _CHANNEL_RULES:
             raise ValueError(f"channel_rule must be one of {_CHANNEL_RULES}, got {self.channel_rule!r}")
+        b = self.n_bins - 1  # the deepest bin has the most channels; an edge between two such nodes holds
+        top = self.base_channels * 2 ** b if self.channel_rule == "product" else 2 ** b + self.base_channels
+        if top > MAX_CHANNELS:  # channels^2 x 9 weights (4,096: 150 million)
+            raise ValueError(f"n_bins={self.n_bins} with base_channels={self.base_channels} gives {top} channels in "
+                             f"the deepest bin, more than {MAX_CHANNELS}; use fewer bins or base channels")
 
     def bin(self, theta: float) -> int:
         """Bin index ``b(theta) = min(floor(n_bins (1 - theta)), n_bins - 1)``."""
