@@ -134,3 +134,24 @@ def test_mcmc_run_commands_point_a_cnn_run_to_the_cnn_commands(tmp_path, capsys,
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "chefs cnn resume" in err and err.count("\n") == 1
+
+
+def test_channels_last_images_warn_and_a_directory_is_no_npz(tmp_path):
+    import numpy as np
+
+    from chefs.cnn.data import load_data
+
+    f = tmp_path / "d.npz"
+    np.savez(f, X=np.random.default_rng(0).random((30, 8, 8, 3)), y=np.arange(30) % 2)
+    with pytest.warns(UserWarning, match="channels-last"):
+        load_data(str(f))
+    np.savez(f, X=np.random.default_rng(0).random((30, 3, 8, 8)), y=np.arange(30) % 2)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_data(str(f))  # channels first: no warning
+    d = tmp_path / "dir.npz"
+    d.mkdir()
+    with pytest.raises(ValueError, match="is a directory"):
+        load_data(str(d))

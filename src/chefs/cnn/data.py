@@ -17,6 +17,7 @@ Labels are re-coded 0..num_classes-1 in the order of ``classes``. Only numpy.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +99,8 @@ def _raw(spec: str):
     path = Path(spec)
     if path.suffix != ".npz":
         raise ValueError(f"--data must be 'mnist123', 'digits' or a .npz file, got {spec!r}")
+    if path.is_dir():
+        raise ValueError(f"{spec} is a directory, not an .npz file")
     if not path.is_file():
         raise FileNotFoundError(f"no such data file: {spec}")
     import zipfile
@@ -120,6 +123,10 @@ def _raw(spec: str):
         x = x[:, None]
     if x.ndim != 4:
         raise ValueError(f"'X' in {spec} must have shape (N, H, W) or (N, C, H, W), got {x.shape}")
+    if x.shape[3] in (1, 3, 4) and x.shape[1] > 4:
+        warnings.warn(f"'X' in {spec} has shape {x.shape}, which looks channels-last (N, H, W, C); chefs reads "
+                      "(N, C, H, W): save X.transpose(0, 3, 1, 2) if the last axis holds the channels",
+                      UserWarning, stacklevel=2)
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
         raise ValueError(f"'y' in {spec} must have shape ({x.shape[0]},), got {y.shape}")
     if not np.issubdtype(y.dtype, np.integer):
