@@ -187,3 +187,23 @@ def test_unreachable_scheduler_is_a_clear_error():
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         with pytest.raises(ValueError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'"):
             make_executor(2, "tcp://127.0.0.1:9")
+
+
+def test_cli_mcmc_scheduler_reached_before_the_run_exists(tmp_path, capsys):
+    """An unreachable --scheduler leaves no run directory behind (it needed --force
+    before); a reachable one runs the chains there, with the numbers of a local run."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    args = ["prior", "mcmc", "--num-observed", "2", "--observed-order", "0", "--sweeps", "60", "--burn-in", "20",
+            "--chains", "2", "--seed", "3", "--no-progress"]
+    bad = tmp_path / "bad"
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        assert main(args + ["--scheduler", "tcp://127.0.0.1:9", "--out", str(bad)]) == 2
+    assert "cannot reach" in capsys.readouterr().err and not bad.exists()
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    assert main(args + ["--out", str(local)]) == 0
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cl:
+        assert main(args + ["--scheduler", cl.scheduler_address, "--out", str(remote)]) == 0
+    for c in range(2):
+        assert rows(local, c) == rows(remote, c)

@@ -80,13 +80,19 @@ def _finish(run_dir, args) -> None:
 
 def cmd_prior_mcmc(args) -> int:
     from ..mcmc.chain import ChainConfig
-    from ..mcmc.run import create_run, run_chains
+    from ..mcmc.run import create_run, make_executor, run_chains
 
     config = ChainConfig(args.num_observed, _parse_order(args.observed_order), args.alpha, args.gamma, args.phi,
                          sample_hyper=("alpha", "gamma", "phi") if args.sample_hyper else ())
-    run_dir = create_run(args.out, config, args.sweeps, args.burn_in, args.thin, args.chains, args.seed,
-                         args.checkpoint_every, force=args.force)
-    res = run_chains(run_dir, scheduler=args.scheduler, progress=False if args.no_progress else None)
+    # reach the scheduler before creating the run: an unreachable one leaves no run that needs --force
+    executor, client = make_executor(args.chains, args.scheduler) if args.scheduler else (None, None)
+    try:
+        run_dir = create_run(args.out, config, args.sweeps, args.burn_in, args.thin, args.chains, args.seed,
+                             args.checkpoint_every, force=args.force)
+        res = run_chains(run_dir, executor=executor, progress=False if args.no_progress else None)
+    finally:
+        if client is not None:
+            client.close()
     for r in res:
         acc = ", ".join(f"{n}={a:.3f}" if k else f"{n}=n/a" for n, a, k in
                         zip(("edge", "birth_death", "order", "depth"), r["acceptance"], r["proposals"]))
