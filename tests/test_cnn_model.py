@@ -429,3 +429,52 @@ def test_interrupt_stops_the_worker_processes(digits, tmp_path):
     assert not mp.active_children()
     assert (tmp_path / "chains" / "c0").exists() and not (tmp_path / "chains" / "c2").exists()
     assert time.perf_counter() - t0 < 120
+
+
+def test_interrupt_stops_thread_chains_after_their_iteration(digits, tmp_path):
+    """Threads cannot be killed: on Ctrl-C (here a KeyboardInterrupt raised in the
+    main process by a SIGINT 3 s in) run_chains writes run_dir/STOP, the running chains return
+    after their current iteration, and only then does the interrupt propagate, so
+    nothing writes to the run after the command ends. The STOP file is gone."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from chefs.cnn.chain import ChainConfig, run_chains
+    from chefs.cnn.store import chain_progress
+    from chefs.cnn.train import TrainConfig
+
+    cfg = ChainConfig(samples=10**5, train=TrainConfig(steps=5, warm_steps=2, batch_size=30))
+    (tmp_path / "chains").mkdir()
+    timer = threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT))  # what Ctrl-C sends
+    timer.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_chains(digits, cfg, 2, seed=1, executor="thread", workers=2, run_dir=tmp_path)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < 60
+    progress = chain_progress(tmp_path)
+    assert set(progress) == {0, 1} and all(0 < it < 10**5 for it in progress.values())
+    time.sleep(1.0)
+    assert chain_progress(tmp_path) == progress  # no thread went on writing
+    assert not (tmp_path / "STOP").exists()
+
+
+def test_stratified_quota_is_proportional():
+    """Largest remainders: every class within one image of its share (when no
+    class needs the at-least-one rule), exact total, 1 <= quota <= size."""
+    from chefs.cnn.data import _stratified_quota
+
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        sizes = rng.integers(1, 40, size=int(rng.integers(2, 8)))
+        total = int(rng.integers(sizes.size, sizes.sum() + 1))
+        q = np.array(_stratified_quota(sizes, total))
+        share = sizes * total / sizes.sum()
+        assert q.sum() == total and q.min() >= 1 and np.all(q <= sizes)
+        if share.min() >= 1:
+            assert np.all(np.abs(q - share) < 1), (sizes, total, q)
+    assert _stratified_quota([10, 8, 11, 5, 15, 2], 25) == [5, 4, 5, 3, 7, 1]  # the old rule gave the last class 2

@@ -243,6 +243,45 @@ def test_mtm_units_equals_the_unit_by_unit_loop():
     assert not np.array_equal(reverse[0], want[0])
 
 
+def test_update_activations_equals_the_unit_by_unit_sweep():
+    """The model's activation update (one region for all units) against the
+    unit-by-unit loop it replaced, from the same Generator state: same arrays,
+    same acceptance count, same next random number (so the draws were taken in
+    the same order), on prior-drawn structures with hidden-to-hidden edges."""
+    import copy
+
+    from chefs import ICP
+    from chefs.mcmc.chain import init_state
+    from chefs.models import _nlgbn_kernels as K
+
+    config = ChainConfig(2, 0.0, 1.0, 1.0, 1.0)
+    checked_hidden_child = False
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        g = ICP(1.0, 3.0, 1.0).sample(rng, 2, observed_order=0.0)
+        state = init_state(config, rng, g)
+        model = NLGBN(rng.uniform(0.2, 0.8, size=(150, 2)), state.graph.capacity, rng, num_tries=3)
+        model.init_from_state(state.graph, rng)
+        ref = copy.deepcopy(model)
+        gs = state.graph
+        before = model.stats[4].copy()
+        r1, r2 = np.random.default_rng(100 + seed), np.random.default_rng(100 + seed)
+        model.update_activations(r1, gs)
+        acc = 0
+        hidden = np.flatnonzero(gs.alive & ~gs.obs)
+        for h in hidden:  # the loop before stop 16
+            ch = ref.children(gs, h)
+            checked_hidden_child |= bool(np.any(~gs.obs[ch]))
+            z = r2.standard_normal((2 * ref.num_tries - 1, ref.N))
+            uu = r2.random((2, ref.N))
+            acc += K.mtm_unit(ref.Y, ref.U, ref.MU, ref.W, ref.rho, h, ch, ref.num_tries, z, uu)
+        for a, b in ((model.Y, ref.Y), (model.U, ref.U), (model.MU, ref.MU)):
+            np.testing.assert_array_equal(a, b)
+        assert model.stats[4, 1] - before[1] == acc and model.stats[4, 0] - before[0] == ref.N * hidden.size
+        assert r1.random() == r2.random()
+    assert checked_hidden_child
+
+
 @pytest.mark.parametrize("kernel", ["slice", "mtm"])
 def test_activation_kernel_samples_the_exact_conditional(kernel):
     """20,000 independent copies of one point: after 60 updates from y = -3 the

@@ -402,11 +402,16 @@ def _orphaned(ppid: int) -> Callable[[], bool]:
     return lambda: os.getppid() != ppid
 
 
+STOP_FILE = "STOP"  # in a run directory: chains on threads or a Dask cluster stop after their current iteration
+
+
 def _worker(args):
-    chain, data, config, seed, evidence_seed, checkpoint, parent = args
-    stop = _orphaned(parent) if parent is not None and parent != os.getpid() else None
+    chain, data, config, seed, evidence_seed, checkpoint, parent, stop_file = args
+    orphaned = _orphaned(parent) if parent is not None and parent != os.getpid() else None
+    checks = [f for f in (orphaned, (lambda: os.path.exists(stop_file)) if stop_file else None) if f is not None]
+    stop = (lambda: any(f() for f in checks)) if checks else None
     res = run_chain(chain, data, config, seed, evidence_seed, checkpoint=checkpoint, should_stop=stop)
-    if stop is not None and stop():
+    if orphaned is not None and orphaned():
         os._exit(1)  # nobody to send the result to (the pool's queues would block forever); progress is committed
     return res
 
@@ -428,7 +433,10 @@ def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, execu
     every iteration and continues from there if it holds progress (see
     :func:`run_chain`; a resume). With a Dask scheduler the directory must be
     on a file system the workers share. A worker process whose parent dies
-    stops after its current iteration.
+    stops after its current iteration. On Ctrl-C worker processes are
+    terminated; chains on threads or a Dask cluster stop after their current
+    iteration (through a ``STOP`` file in ``run_dir``), and the call returns
+    once they have.
     """
     if isinstance(chains, bool) or int(chains) != chains or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
@@ -443,7 +451,10 @@ def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, execu
     ck = [None] * int(chains) if run_dir is None else \
         [str(Path(run_dir) / "chains" / f"c{c}") for c in range(int(chains))]
     parent = os.getpid() if executor == "process" and not scheduler else None
-    jobs = [(c, data, config, chain_seeds[c], ev_seed, ck[c], parent) for c in range(int(chains))]
+    stop_file = None if run_dir is None else str(Path(run_dir) / STOP_FILE)
+    if stop_file is not None and os.path.exists(stop_file):
+        os.remove(stop_file)  # left by an interrupted session whose chains have stopped
+    jobs = [(c, data, config, chain_seeds[c], ev_seed, ck[c], parent, stop_file) for c in range(int(chains))]
     results = []
     if executor == "serial" and not scheduler:
         for job in jobs:
@@ -467,6 +478,7 @@ def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, execu
             pool = ThreadPoolExecutor(max_workers=int(workers))
         from concurrent.futures import as_completed
 
+        futs: list = []
         try:
             futs = [pool.submit(_worker, job) for job in jobs]
             for f in as_completed(futs):
@@ -475,14 +487,22 @@ def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, execu
                     on_done(r)
                 results.append(r)
         except BaseException:
-            # Ctrl-C or a failed chain: stop the worker processes now instead of waiting for their chains
-            # (every chain keeps its last completed iteration on disk; its files are replaced atomically)
+            # Ctrl-C or a failed chain. Worker processes are stopped now (every chain keeps its last completed
+            # iteration on disk; its files are replaced atomically). Threads and Dask tasks cannot be killed:
+            # with a run directory they find its STOP file after their current iteration and return, and we
+            # wait for that (so no chain writes on after the command has exited); queued chains never start.
             for proc in list((getattr(pool, "_processes", None) or {}).values()):
                 proc.terminate()
             if isinstance(pool, (ProcessPoolExecutor, ThreadPoolExecutor)):
                 pool.shutdown(wait=False, cancel_futures=True)
-            else:  # a Dask executor
+            else:  # a Dask executor: cancels what has not started
                 pool.shutdown(wait=False)
+            if stop_file is not None and not isinstance(pool, ProcessPoolExecutor):
+                Path(stop_file).touch()
+                import concurrent.futures as cf
+
+                cf.wait(futs)
+                os.remove(stop_file)
             raise
         else:
             pool.shutdown(wait=True)

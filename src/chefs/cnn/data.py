@@ -117,7 +117,7 @@ def _raw(spec: str):
         if missing:
             raise ValueError(f"{spec} must hold arrays 'X' (N,H,W or N,C,H,W) and 'y' (N,); missing {missing}")
         x, y = np.asarray(z["X"]), np.asarray(z["y"])
-    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+    if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool) or np.issubdtype(x.dtype, np.complexfloating):
         raise ValueError(f"'X' in {spec} must hold pixel values (numbers), got {x.dtype} values")
     if x.ndim == 3:
         x = x[:, None]
@@ -130,7 +130,7 @@ def _raw(spec: str):
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
         raise ValueError(f"'y' in {spec} must have shape ({x.shape[0]},), got {y.shape}")
     if not np.issubdtype(y.dtype, np.integer):
-        if not np.issubdtype(y.dtype, np.number) or np.issubdtype(y.dtype, np.complexfloating):
+        if not (np.issubdtype(y.dtype, np.number) or y.dtype == bool) or np.issubdtype(y.dtype, np.complexfloating):
             raise ValueError(f"'y' in {spec} must hold integer class labels, got {y.dtype} values")
         if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
             raise ValueError(f"'y' in {spec} must hold integer class labels")
@@ -146,15 +146,10 @@ def _stratified_quota(sizes, total: int) -> list[int]:
         return sizes.tolist()
     share = sizes * (total / sizes.sum())
     q = np.maximum(1, np.floor(share).astype(np.int64))
-    order = np.argsort(-(share - np.floor(share)), kind="stable")
-    k = 0
-    while q.sum() < total:  # hand out the remainder, largest fractional part first
-        c = order[k % order.size]
-        if q[c] < sizes[c]:
-            q[c] += 1
-        k += 1
-    while q.sum() > total:  # the at-least-one rule overshot: take from the largest quotas
-        q[np.argmax(q)] -= 1
+    while q.sum() < total:  # hand out the remainder: one each to the classes furthest below their share
+        q[np.argmax(share - q)] += 1
+    while q.sum() > total:  # the at-least-one rule overshot: take from the classes furthest above their share
+        q[np.argmax(np.where(q > 1, q - share, -np.inf))] -= 1
     return q.tolist()
 
 

@@ -44,6 +44,12 @@ def _describe(v):
     return {"min": float(v.min()), "median": float(np.median(v)), "mean": float(v.mean()), "max": float(v.max())}
 
 
+def _shape_rule(run) -> ShapeRule:
+    """The shape rule a run was sampled with (the defaults for settings it did not store)."""
+    ccfg = run["config"].get("chain", {})
+    return ShapeRule(ccfg.get("n_bins", 5), ccfg.get("base_channels", 4), ccfg.get("channel_rule", "product"))
+
+
 def summarize(run) -> dict:
     """Across-sample statistics of a run (dict or path), as in section 4.2 of 002."""
     run = read_run(run) if not isinstance(run, dict) else run
@@ -67,8 +73,7 @@ def summarize(run) -> dict:
     distinct = {(r["chain"], r["net_id"]) for r in recs}
     dags = [DAG.from_dict(r) for r in recs]
     archs = {network_key(d) for d in dags}
-    ccfg = run["config"].get("chain", {})
-    rule = ShapeRule(ccfg.get("n_bins", 5), ccfg.get("base_channels", 4), ccfg.get("channel_rule", "product"))
+    rule = _shape_rule(run)
     out = {
         "num_samples": len(recs),
         "num_chains": len({r["chain"] for r in recs}),
@@ -147,8 +152,7 @@ def make_report(run_path, out_dir) -> dict:
         raise NotADirectoryError(f"{out} exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
     recs = run["records"]
-    ccfg = run["config"].get("chain", {})
-    rule = ShapeRule(ccfg.get("n_bins", 5), ccfg.get("base_channels", 4), ccfg.get("channel_rule", "product"))
+    rule = _shape_rule(run)
     three = _pick_three(recs)
     summary["drawn"] = [{"chain": recs[i]["chain"], "iteration": recs[i]["iteration"],
                          "net_id": recs[i]["net_id"], **{k: recs[i][k] for k in FIG5A}} for i in three]

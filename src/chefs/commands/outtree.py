@@ -18,8 +18,6 @@ def _fit(args) -> int:
         raise FileExistsError(f"{run} already exists; use --force to overwrite")
     if run.exists() and not run.is_dir():  # found before the O(T^3) fit, not after it
         raise ValueError(f"--out {run} exists and is not a directory")
-    if not run.parent.is_dir():
-        raise ValueError(f"--out {run}: its parent directory {run.parent} does not exist")
     X = load_data_spec(args.data, args.data_dir, args.split_seed, bare_split="train")
     print(f"fitting the out-tree to {X.shape[0]} x {X.shape[1]} points by variational Bayes "
           f"(at most {args.iters} iterations; O(T^3) per iteration)", file=sys.stderr, flush=True)
