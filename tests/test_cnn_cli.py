@@ -155,3 +155,14 @@ def test_channels_last_images_warn_and_a_directory_is_no_npz(tmp_path):
     d.mkdir()
     with pytest.raises(ValueError, match="is a directory"):
         load_data(str(d))
+
+
+def test_boolean_images_load(tmp_path):
+    import numpy as np
+
+    from chefs.cnn.data import load_data
+
+    f = tmp_path / "b.npz"
+    np.savez(f, X=np.random.default_rng(1).random((30, 8, 8)) > 0.5, y=np.arange(30) % 2)
+    d = load_data(str(f))
+    assert d.x_train.dtype == np.float32 and set(np.unique(d.x_train)) <= {0.0, 1.0}
