@@ -366,7 +366,9 @@ def test_stationarity_negative_control_birth_death_ignores_likelihood(monkeypatc
 def test_stationarity_negative_control_layered_edge_pass_ignores_likelihood(monkeypatch):
     """The fast ECIBP check above catches an edge pass that drops the collapsed
     likelihood gain (samples the edges from the prior alone): the largest |z| is
-    11.0 here (num_nodes), and 7.4-9.1 with half the replicates (seeds 1-2)."""
+    11.0 with the check's 4,000 replicates (num_nodes), and 7.4-9.1 with half of
+    them (seeds 1-2), the size run here to save CI time (a control that fails at
+    half the size fails at the full size too)."""
     from chefs.mcmc.geweke import stationarity_test
 
     real = nl._kern.collapsed
@@ -377,7 +379,7 @@ def test_stationarity_negative_control_layered_edge_pass_ignores_likelihood(monk
 
     monkeypatch.setattr(nl._kern, "collapsed", no_gain)
     model, prior = _layered("ecibp")
-    zs = stationarity_test(model, ChainConfig(1, 0.0, weights=(1, 1, 0, 0)), 4000, 3, np.random.default_rng(1),
+    zs = stationarity_test(model, ChainConfig(1, 0.0, weights=(1, 1, 0, 0)), 2000, 3, np.random.default_rng(1),
                            draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)))
     assert max(abs(z) for z in zs.values()) > Z, zs
 
