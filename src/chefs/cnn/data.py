@@ -117,7 +117,7 @@ def _raw(spec: str):
         if missing:
             raise ValueError(f"{spec} must hold arrays 'X' (N,H,W or N,C,H,W) and 'y' (N,); missing {missing}")
         x, y = np.asarray(z["X"]), np.asarray(z["y"])
-    if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool) or np.issubdtype(x.dtype, np.complexfloating):
+    if not _real_numbers(x):
         raise ValueError(f"'X' in {spec} must hold pixel values (numbers), got {x.dtype} values")
     if x.ndim == 3:
         x = x[:, None]
@@ -130,12 +130,17 @@ def _raw(spec: str):
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
         raise ValueError(f"'y' in {spec} must have shape ({x.shape[0]},), got {y.shape}")
     if not np.issubdtype(y.dtype, np.integer):
-        if not (np.issubdtype(y.dtype, np.number) or y.dtype == bool) or np.issubdtype(y.dtype, np.complexfloating):
+        if not _real_numbers(y):
             raise ValueError(f"'y' in {spec} must hold integer class labels, got {y.dtype} values")
         if not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
             raise ValueError(f"'y' in {spec} must hold integer class labels")
         y = y.astype(np.int64)
     return x, y, "all"
+
+
+def _real_numbers(a: np.ndarray) -> bool:
+    """True for arrays of booleans, integers or real floats (not strings, objects, complex)."""
+    return (np.issubdtype(a.dtype, np.number) or a.dtype == bool) and not np.issubdtype(a.dtype, np.complexfloating)
 
 
 def _stratified_quota(sizes, total: int) -> list[int]:

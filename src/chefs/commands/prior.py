@@ -23,24 +23,53 @@ def _order_arg(text: str):
     return vals[0] if len(vals) == 1 else vals
 
 
+def _add_prior_flags(p, prior_help: str, max_layers_help: str) -> None:
+    """--prior and its hyperparameters, shared by ``prior sample`` and ``prior logprob``."""
+    p.add_argument("--prior", default="icp", choices=["icp", "cibp", "ecibp"], help=prior_help)
+    p.add_argument("--alpha", type=positive_float, default=1.0,
+                   help="icp: concentration; cibp/ecibp: IBP mass of every layer (default 1)")
+    p.add_argument("--gamma", type=positive_float, default=None, help="icp only (default 1)")
+    p.add_argument("--phi", type=positive_float, default=None, help="icp only (default 1)")
+    p.add_argument("--beta", type=positive_float, default=None,
+                   help="cibp/ecibp only: IBP concentration of every layer (default 1)")
+    p.add_argument("--max-layers", type=positive_int, default=None,
+                   help=f"cibp/ecibp only: {max_layers_help} (default 50, at most 50)")
+
+
+def _prior_from_args(args, icp_only: list[str]):
+    """The prior ``--prior`` names, refusing the other priors' flags. ``icp_only``:
+    the command's own ICP-only flags that were given."""
+    from ..priors import ICP
+
+    if args.prior == "icp":
+        if args.beta is not None or args.max_layers is not None:
+            raise ValueError("--beta and --max-layers belong to --prior cibp/ecibp; the ICP has alpha, gamma, phi")
+        return ICP(args.alpha, 1.0 if args.gamma is None else args.gamma, 1.0 if args.phi is None else args.phi)
+    given = [flag for flag, v in (("--gamma", args.gamma), ("--phi", args.phi)) if v is not None] + icp_only
+    if given:
+        raise ValueError(f"{', '.join(given)} belong(s) to --prior icp; --prior {args.prior} takes --alpha, --beta "
+                         "and --max-layers (observed units sit at theta = 0)")
+    if args.prior == "cibp":
+        from ..priors.cibp import CIBP as Prior
+    else:
+        from ..priors.ecibp import ECIBP as Prior
+    alpha = args.alpha
+    beta = 1.0 if args.beta is None else args.beta
+    hi_a, hi_b = max(2.0, alpha), max(2.0, beta)  # top-hat bounds wide enough for the given values
+    return Prior(alpha, beta, alpha_bounds=(min(0.05, alpha / 2), hi_a), beta_bounds=(min(0.05, beta / 2), hi_b),
+                 max_layers=50 if args.max_layers is None else args.max_layers)
+
+
 def register(sub) -> None:
     p = sub.add_parser("prior", help="draw from the ICP prior, evaluate its density, study it")
     ps = p.add_subparsers(dest="prior_command", metavar="ACTION")
 
     s = ps.add_parser("sample", help="draw graphs from the prior into a .jsonl file")
-    s.add_argument("--prior", default="icp", choices=["icp", "cibp", "ecibp"],
-                   help="icp (default), cibp (cascading IBP, 003) or ecibp (extended CIBP, docs/derivations-cibp.md)")
+    _add_prior_flags(s, "icp (default), cibp (cascading IBP, 003) or ecibp (extended CIBP, docs/derivations-cibp.md)",
+                     "give up on draws deeper than this")
     s.add_argument("--num-observed", type=positive_int, required=True)
     s.add_argument("--observed-order", type=_order_arg, default=None,
                    help="fix the observed orders: one value for all, or one per node (comma-separated); icp only")
-    s.add_argument("--alpha", type=positive_float, default=1.0,
-                   help="icp: concentration; cibp/ecibp: IBP mass of every layer (default 1)")
-    s.add_argument("--gamma", type=positive_float, default=None, help="icp only (default 1)")
-    s.add_argument("--phi", type=positive_float, default=None, help="icp only (default 1)")
-    s.add_argument("--beta", type=positive_float, default=None,
-                   help="cibp/ecibp only: IBP concentration of every layer (default 1)")
-    s.add_argument("--max-layers", type=positive_int, default=None,
-                   help="cibp/ecibp only: give up on draws deeper than this (default 50, at most 50)")
     s.add_argument("--num", type=positive_int, default=1)
     s.add_argument("--seed", type=nonneg_int, default=0)
     s.add_argument("--method", choices=["chefs", "finite"], default="chefs")
@@ -52,18 +81,10 @@ def register(sub) -> None:
 
     lp = ps.add_parser("logprob", help="print one log-density per graph of a .jsonl file")
     lp.add_argument("file")
-    lp.add_argument("--prior", default="icp", choices=["icp", "cibp", "ecibp"],
-                    help="icp (default: eq. 9, or eq. 8 with --finite-K); cibp/ecibp: the probability of the "
-                         "unlabelled layered network (docs/derivations-cibp.md)")
-    lp.add_argument("--alpha", type=positive_float, default=1.0,
-                    help="icp: concentration; cibp/ecibp: IBP mass of every layer (default 1)")
-    lp.add_argument("--gamma", type=positive_float, default=None, help="icp only (default 1)")
-    lp.add_argument("--phi", type=positive_float, default=None, help="icp only (default 1)")
+    _add_prior_flags(lp, "icp (default: eq. 9, or eq. 8 with --finite-K); cibp/ecibp: the probability of the "
+                         "unlabelled layered network (docs/derivations-cibp.md)",
+                     "deeper graphs get log-density -inf")
     lp.add_argument("--finite-K", type=positive_int, default=None, help="icp only: total nodes K of eq. 8")
-    lp.add_argument("--beta", type=positive_float, default=None,
-                    help="cibp/ecibp only: IBP concentration of every layer (default 1)")
-    lp.add_argument("--max-layers", type=positive_int, default=None,
-                    help="cibp/ecibp only: deeper graphs get log-density -inf (default 50, at most 50)")
     lp.set_defaults(func=cmd_logprob)
 
     st = ps.add_parser("study", help="Figure 3 of 002: E[K+], E[E+] over (alpha, gamma); hidden count vs D")
@@ -93,76 +114,33 @@ def register(sub) -> None:
 
 def cmd_sample(args) -> int:
     from ..graph import write_jsonl
-    from ..priors import ICP
 
     refuse_existing(args.out, args.force)
-    if args.prior in ("cibp", "ecibp"):
-        return _sample_layered(args)
-    if args.beta is not None or args.max_layers is not None:
-        raise ValueError("--beta and --max-layers belong to --prior cibp/ecibp; the ICP has alpha, gamma, phi")
-    prior = ICP(args.alpha, 1.0 if args.gamma is None else args.gamma, 1.0 if args.phi is None else args.phi)
+    icp_only = [flag for flag, given in (("--observed-order", args.observed_order is not None),
+                                         ("--finite-K", args.finite_K is not None),
+                                         ("--hidden-at-one", args.hidden_at_one),
+                                         ("--method", args.method != "chefs")) if given]
+    prior = _prior_from_args(args, icp_only)
     rng = np.random.default_rng(args.seed)
-    graphs = (prior.sample(rng, args.num_observed, observed_order=args.observed_order, method=args.method,
-                           finite_K=args.finite_K, hidden_order=1.0 if args.hidden_at_one else None)
-              for _ in range(args.num))
+    if args.prior == "icp":
+        graphs = (prior.sample(rng, args.num_observed, observed_order=args.observed_order, method=args.method,
+                               finite_K=args.finite_K, hidden_order=1.0 if args.hidden_at_one else None)
+                  for _ in range(args.num))
+    else:  # forward draws of the cascading IBP or its extension
+        graphs = (prior.sample(rng, args.num_observed) for _ in range(args.num))
     n = write_jsonl(graphs, args.out)
     print(f"wrote {n} graph(s) to {args.out}")
     return 0
 
 
-def _sample_layered(args) -> int:
-    """``--prior cibp|ecibp``: forward draws of the cascading IBP or its extension."""
-    from ..graph import write_jsonl
-
-    given = [flag for flag, v in (("--gamma", args.gamma), ("--phi", args.phi),
-                                  ("--observed-order", args.observed_order), ("--finite-K", args.finite_K))
-             if v is not None]
-    if args.hidden_at_one:
-        given.append("--hidden-at-one")
-    if args.method != "chefs":
-        given.append("--method")
-    if given:
-        raise ValueError(f"{', '.join(given)} belong(s) to --prior icp; --prior {args.prior} takes --alpha, --beta "
-                         "and --max-layers (observed units sit at theta = 0)")
-    prior = _layered_prior(args)
-    rng = np.random.default_rng(args.seed)
-    n = write_jsonl((prior.sample(rng, args.num_observed) for _ in range(args.num)), args.out)
-    print(f"wrote {n} graph(s) to {args.out}")
-    return 0
-
-
-def _layered_prior(args):
-    """The CIBP or ECIBP with every layer's alpha and beta set from the command line."""
-    if args.prior == "cibp":
-        from ..priors.cibp import CIBP as Prior
-    else:
-        from ..priors.ecibp import ECIBP as Prior
-    alpha = args.alpha
-    beta = 1.0 if args.beta is None else args.beta
-    hi_a, hi_b = max(2.0, alpha), max(2.0, beta)  # top-hat bounds wide enough for the given values
-    return Prior(alpha, beta, alpha_bounds=(min(0.05, alpha / 2), hi_a), beta_bounds=(min(0.05, beta / 2), hi_b),
-                 max_layers=50 if args.max_layers is None else args.max_layers)
-
-
 def cmd_logprob(args) -> int:
     from ..graph import read_jsonl
-    from ..priors import ICP
 
+    prior = _prior_from_args(args, ["--finite-K"] if args.finite_K is not None else [])
     if args.prior == "icp":
-        if args.beta is not None or args.max_layers is not None:
-            raise ValueError("--beta and --max-layers belong to --prior cibp/ecibp; the ICP has alpha, gamma, phi")
-        prior = ICP(args.alpha, 1.0 if args.gamma is None else args.gamma, 1.0 if args.phi is None else args.phi)
-
         def score(g):
             return prior.log_prob(g, finite_K=args.finite_K)
     else:
-        given = [flag for flag, v in (("--gamma", args.gamma), ("--phi", args.phi), ("--finite-K", args.finite_K))
-                 if v is not None]
-        if given:
-            raise ValueError(f"{', '.join(given)} belong(s) to --prior icp; --prior {args.prior} takes --alpha, "
-                             "--beta and --max-layers")
-        prior = _layered_prior(args)
-
         from ..priors._cibp_common import theta_layer
 
         def score(g):  # a graph that is no layered network at all is an error, one too deep has probability 0
