@@ -121,8 +121,9 @@ def test_cli_fantasy_keeps_the_csv_header(tmp_path):
     np.savetxt(data, np.random.default_rng(1).normal(size=(60, 2)), delimiter=",", header="width,height", comments="")
     run = tmp_path / "run"
     assert main(["fit", "--data", str(data), "--sweeps", "8", "--burn-in", "4", "--thin", "2", "--no-progress",
-                 "--out", str(run), "--margin", "0.2"]) == 0
+                 "--out", str(run), "--margin", "0.2", "--init-activations", "prior"]) == 0
     assert json.loads((run / "unitmap.json").read_text())["margin"] == 0.2  # --margin reaches the fit
+    assert json.loads((run / "config.json").read_text())["model"]["init_activations"] == "prior"
     assert main(["fantasy", str(run), "--num", "5", "--out", str(tmp_path / "f.csv")]) == 0
     text = (tmp_path / "f.csv").read_text().splitlines()
     assert text[0] == "width,height" and len(text) == 6
@@ -134,6 +135,7 @@ def test_cli_fit_fantasy_plot(tmp_path, capsys):
     assert main(["fit", "--data", "ring", "--sweeps", "12", "--burn-in", "4", "--thin", "2", "--no-progress",
                  "--out", str(run)]) == 0
     assert (run / "traces.nc").is_file()  # scalar traces in an open format, as the README says
+    assert json.loads((run / "config.json").read_text())["model"]["init_activations"] == "projection"
     out = capsys.readouterr().out
     assert "Hellinger(fantasy, test)" in out and "acceptance" in out
     assert main(["fit", "--data", "ring", "--sweeps", "12", "--out", str(run)]) == 2

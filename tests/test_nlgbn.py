@@ -411,3 +411,68 @@ def test_stationarity_negative_control_icp_edge_pass_ignores_likelihood(monkeypa
     monkeypatch.setattr(nl._kern, "edge_pass", lambda *args: real(*args, 1))
     zs = _icp_stationarity()
     assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+def _started(init_activations, seed=3, N=400, D=3):
+    """An NLGBN on correlated data, started on a fixed initial structure with
+    hidden units above hidden units."""
+    from chefs.graph import DAG
+    from chefs.mcmc.state import GraphState
+
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(N, 1))
+    data = 1 / (1 + np.exp(-(z @ rng.normal(size=(1, D)) + 0.3 * rng.normal(size=(N, D)))))
+    theta = np.array([0.0] * D + [0.3, 0.5, 0.8])
+    edges = [(3, 0), (3, 1), (4, 3), (4, 2), (5, 4), (5, 0)]
+    pa, ch = zip(*edges)
+    g = GraphState.from_dag(DAG(theta, np.arange(6) < D, pa, ch, fixed=np.arange(6) < D))
+    model = NLGBN(data, g.capacity, rng, init_activations=init_activations)
+    model.init_from_state(g, rng)
+    return model, g
+
+
+def test_projection_start_puts_hidden_activations_on_data_features():
+    """``init_activations="projection"``: every hidden unit starts at an affine
+    function of the observed pre-activations with standard deviation
+    ``PROJECTION_SCALE``, and every node's mean is recomputed from the new
+    activations. The prior start (the control) is not such a function."""
+    obs = slice(0, 3)
+    for init, in_span in (("projection", True), ("prior", False)):
+        model, g = _started(init)
+        X = np.column_stack([np.ones(model.N), model.Y[obs].T])
+        for h in (3, 4, 5):
+            coef, *_ = np.linalg.lstsq(X, model.Y[h], rcond=None)
+            resid = model.Y[h] - X @ coef
+            # relative residual: 0 up to rounding for a projection, O(1) for prior draws (noise sd 1)
+            rel = float(np.std(resid) / np.std(model.Y[h]))
+            assert (rel < 1e-10) if in_span else (rel > 0.1), (init, h, rel)
+            if in_span:
+                assert abs(np.std(model.Y[h]) - nl.PROJECTION_SCALE) < 1e-9
+            np.testing.assert_allclose(model.U[h], 1 / (1 + np.exp(-model.Y[h])))
+        for i in range(6):
+            pa = model.parents(g, i)
+            np.testing.assert_allclose(model.MU[i], model.b[i] + model.W[pa, i] @ model.U[pa], atol=1e-12)
+        assert np.isfinite(model.log_likelihood(g))
+    # different directions for different units
+    model, _ = _started("projection")
+    assert abs(np.corrcoef(model.Y[3], model.Y[4])[0, 1]) < 0.999
+
+
+def test_init_activations_is_validated_and_old_runs_start_from_the_prior(tmp_path):
+    from chefs.density import BeliefNetwork
+    from chefs.mcmc.run import make_model as make_run_model
+
+    with pytest.raises(ValueError, match="init_activations"):
+        BeliefNetwork(init_activations="pca")
+    with pytest.raises(ValueError, match="init_activations"):
+        make_model(init_activations="zeros")
+    _, g = _started("prior")
+    np.save(tmp_path / "d.npy", np.full((4, 3), 0.5))
+
+    class S:
+        graph = g
+        rng = np.random.default_rng(0)
+
+    assert make_run_model({"name": "nlgbn", "data": "d.npy"}, tmp_path, S).init_activations == "prior"
+    spec = {"name": "nlgbn", "data": "d.npy", "init_activations": "projection"}
+    assert make_run_model(spec, tmp_path, S).init_activations == "projection"

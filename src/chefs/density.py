@@ -216,13 +216,20 @@ class BeliefNetwork:
         use more of its curvature (003 scales data onto the whole range) and
         leave less room for test points beyond the training range
         (docs/derivations.md section 3.1).
+    init_activations : "projection" or "prior"
+        How each chain's hidden activations start: soft half-space features of
+        the data (the default; chains find the shared hidden units far more
+        often) or draws from the prior given the initial structure. Only the
+        start differs; the sampler and its target are the same
+        (docs/derivations.md section 3.5).
     """
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
-                 structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN):
+                 structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
+                 init_activations: str = "projection"):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -233,8 +240,11 @@ class BeliefNetwork:
         self.out, self.force, self.progress = out, force, progress
         self.checkpoint_every = checkpoint_every
         self.init_hidden = init_hidden
-        from .models.nlgbn import ACTIVATION_UPDATES
+        from .models.nlgbn import ACTIVATION_UPDATES, INIT_ACTIVATIONS
 
+        if init_activations not in INIT_ACTIVATIONS:
+            raise ValueError(f"init_activations must be one of {INIT_ACTIVATIONS}, got {init_activations!r}")
+        self.init_activations = init_activations
         if activation_update not in ACTIVATION_UPDATES:
             raise ValueError(f"activation_update must be one of {ACTIVATION_UPDATES}, got {activation_update!r}")
         self.activation_update = activation_update
@@ -270,7 +280,8 @@ class BeliefNetwork:
                              structure_warmup=self.structure_warmup)
         out = self.out or tempfile.mkdtemp(prefix="chefs-fit-")
         model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries,
-                 "activation_update": self.activation_update, "weight_prior": self.weight_prior}
+                 "activation_update": self.activation_update, "weight_prior": self.weight_prior,
+                 "init_activations": self.init_activations}
         if layered:
             model["structure_prior"] = {"name": self.prior}
         init = self._initial_graph(D)

@@ -35,6 +35,9 @@ def register(sub) -> None:
     f.add_argument("--activation-update", choices=["mtm", "slice", "mtm+slice"], default="mtm",
                    help="hidden activations: multiple-try Metropolis, slice sampling, or both")
     f.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
+    f.add_argument("--init-activations", choices=["projection", "prior"], default="projection",
+                   help="how the hidden activations start: soft half-space features of the data (default) or draws "
+                        "from the prior (the older start; chains lose the shared hidden units more often)")
     f.add_argument("--margin", type=float, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN)")
@@ -104,6 +107,7 @@ def cmd_fit(args) -> int:
                         sample_hyper=not args.fixed_hyper, out=out, force=args.force,
                         progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
                         inputs=_columns(args.inputs), activation_update=args.activation_update,
+                        init_activations=args.init_activations,
                         num_tries=args.num_tries, structure_warmup=args.warmup,
                         weight_prior=_pair(args.weight_prior, "--weight-prior"),
                         **({} if args.margin is None else {"margin": args.margin}))

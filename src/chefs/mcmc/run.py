@@ -54,6 +54,8 @@ def make_model(spec: dict | None, run_dir=None, state=None):
                      structure_moves=spec.get("structure_moves"),
                      activation_update=spec.get("activation_update", "mtm"),
                      weight_prior=spec.get("weight_prior"),
+                     # runs written before the setting existed started from the prior
+                     init_activations=spec.get("init_activations", "prior"),
                      structure_prior=make_structure_prior(spec.get("structure_prior")))
     raise ValueError(f"unknown model {spec.get('name')!r}")
 

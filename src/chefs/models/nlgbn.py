@@ -42,6 +42,15 @@ from . import _nlgbn_kernels as _kern
 
 LOG_2PI = math.log(2 * math.pi)
 ACTIVATION_UPDATES = ("slice", "mtm", "mtm+slice")
+# How a fresh chain's hidden activations start (``init_activations``): "prior" draws them
+# ancestrally from the prior given the initial structure; "projection" then replaces each
+# hidden unit's activations by a soft half-space feature of the data (a random direction in
+# the standardised logit-data space, standardised, times PROJECTION_SCALE, shifted by
+# PROJECTION_SCALE * N(0, PROJECTION_OFFSET_SD^2)). A start state only: the kernels and the
+# target are the same (docs/derivations.md section 3.5).
+INIT_ACTIVATIONS = ("projection", "prior")
+PROJECTION_SCALE = 3.0
+PROJECTION_OFFSET_SD = 0.5
 
 
 def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> tuple[float, float, float]:
@@ -69,6 +78,11 @@ class NLGBN:
         Used to initialise parameters.
     num_tries : int
         Tries of the multiple-try Metropolis update of hidden activations.
+    init_activations : "prior" or "projection"
+        How :meth:`init_from_state` starts the hidden activations of a fresh
+        chain: ancestral draws from the prior, or (``"projection"``) soft
+        half-space features of the data (see ``INIT_ACTIVATIONS``). Only the start
+        differs; every update is the same.
     """
 
     is_null = False
@@ -76,7 +90,10 @@ class NLGBN:
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
                  bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm",
-                 weight_prior=None):
+                 weight_prior=None, init_activations: str = "prior"):
+        if init_activations not in INIT_ACTIVATIONS:
+            raise ValueError(f"init_activations must be one of {INIT_ACTIVATIONS}, got {init_activations!r}")
+        self.init_activations = init_activations
         if activation_update not in ACTIVATION_UPDATES:
             raise ValueError(f"activation_update must be one of {ACTIVATION_UPDATES}, got {activation_update!r}")
         self.activation_update = activation_update
@@ -151,7 +168,9 @@ class NLGBN:
         self.MU[i] = self.b[i] + (self.W[pa, i] @ self.U[pa] if pa.size else 0.0)
 
     def init_from_state(self, state, rng) -> None:
-        """Draw missing hidden activations/parameters from the prior, ancestrally."""
+        """Draw missing hidden activations/parameters from the prior, ancestrally;
+        with ``init_activations="projection"`` the hidden activations then start
+        at data features (:meth:`project_activations`)."""
         self.match_capacity(state)
         order = np.argsort(state.theta[: state.capacity] + np.where(state.alive, 0.0, 10.0))[::-1]
         for i in order:
@@ -167,6 +186,35 @@ class NLGBN:
                 self.refresh_mu(state, i)
                 self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
                 self.U[i] = expit(self.Y[i])
+        if self.init_activations == "projection":
+            self.project_activations(state, rng)
+
+    def project_activations(self, state, rng) -> None:
+        """Start every alive hidden unit at a soft half-space feature of the data.
+
+        With ``X`` the observed units' pre-activations (logit of the mapped data),
+        standardised per column, unit h gets ``Y_h = s (p - c)``: ``p = X v``
+        standardised over the data points, ``v`` a uniformly random direction,
+        ``c ~ N(0, PROJECTION_OFFSET_SD^2)``, ``s = PROJECTION_SCALE``; then every
+        node's mean is recomputed. A chain started from prior draws has to discover
+        such features through the activation updates, and with structure moves
+        already running it often loses its shared hidden units first (ring:
+        3 of 6 chains ended with independent columns, docs/derivations.md 3.5).
+        """
+        X = self.Y[: self.D].T
+        sd = X.std(axis=0)
+        Xs = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+        for h in np.flatnonzero(state.alive & ~state.obs):
+            v = rng.normal(size=self.D)
+            v /= max(np.linalg.norm(v), 1e-300)
+            c = PROJECTION_OFFSET_SD * rng.normal()
+            p = Xs @ v
+            psd = p.std()
+            p = (p - p.mean()) / psd if psd > 0 else np.zeros(self.N)
+            self.Y[h] = PROJECTION_SCALE * (p - c)
+            self.U[h] = expit(self.Y[h])
+        for i in np.flatnonzero(state.alive):
+            self.refresh_mu(state, i)
 
     # ----------------------------------------------------------- densities
     def node_loglik(self, i) -> float:
