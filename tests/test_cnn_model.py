@@ -447,6 +447,9 @@ def test_interrupt_stops_thread_chains_after_their_iteration(digits, tmp_path):
 
     cfg = ChainConfig(samples=10**5, train=TrainConfig(steps=5, warm_steps=2, batch_size=30))
     (tmp_path / "chains").mkdir()
+    # Python's own Ctrl-C handler, whatever this process inherited: a job started in the background by a
+    # non-interactive shell starts with SIGINT ignored, and then no KeyboardInterrupt would ever come
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT))  # what Ctrl-C sends
     timer.start()
     t0 = time.perf_counter()
@@ -455,6 +458,7 @@ def test_interrupt_stops_thread_chains_after_their_iteration(digits, tmp_path):
             run_chains(digits, cfg, 2, seed=1, executor="thread", workers=2, run_dir=tmp_path)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert time.perf_counter() - t0 < 60
     progress = chain_progress(tmp_path)
     assert set(progress) == {0, 1} and all(0 < it < 10**5 for it in progress.values())
