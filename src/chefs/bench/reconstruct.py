@@ -40,8 +40,8 @@ NUM_FIGURE = 8
 # the density default (docs/derivations.md section 3.1) does not move them
 MARGIN = 0.3
 # and the start of the hidden activations those results were obtained with (prior draws; the
-# density default became data features afterwards, docs/derivations.md section 3.5; the
-# reconstruction was not rerun with it)
+# density default became data features afterwards, docs/derivations.md section 3.5; one run with
+# that start read CIBP 4.01 and ICP 3.87, docs/derivations-reconstruct.md section 6)
 INIT_ACTIVATIONS = "prior"
 
 
