@@ -13,6 +13,7 @@ from ._util import nonneg_int, note_if_incomplete, positive_float, positive_int
 
 def register(sub) -> None:
     from ..density import MARGIN
+    from ..models.nlgbn import ACTIVATION_UPDATES, INIT_ACTIVATIONS
 
     f = sub.add_parser("fit", help="fit an ICP belief network (NLGBN) to data by MCMC")
     f.add_argument("--data", required=True, help="a data set name (chefs data list) or a CSV file of numbers")
@@ -32,10 +33,10 @@ def register(sub) -> None:
                         "their per-layer alpha, beta under top-hat priors)")
     f.add_argument("--inputs", default="", help="comma-separated column indices to condition on (observed at "
                    "theta = 1): the model becomes p(outputs | inputs)")
-    f.add_argument("--activation-update", choices=["mtm", "slice", "mtm+slice"], default="mtm",
+    f.add_argument("--activation-update", choices=list(ACTIVATION_UPDATES), default="mtm",
                    help="hidden activations: multiple-try Metropolis, slice sampling, or both")
     f.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
-    f.add_argument("--init-activations", choices=["projection", "prior"], default="projection",
+    f.add_argument("--init-activations", choices=list(INIT_ACTIVATIONS), default="projection",
                    help="how the hidden activations start: soft half-space features of the data (default) or draws "
                         "from the prior (the older start; chains lose the shared hidden units more often)")
     f.add_argument("--margin", type=float, default=None,

@@ -42,12 +42,8 @@ from . import _nlgbn_kernels as _kern
 
 LOG_2PI = math.log(2 * math.pi)
 ACTIVATION_UPDATES = ("slice", "mtm", "mtm+slice")
-# How a fresh chain's hidden activations start (``init_activations``): "prior" draws them
-# ancestrally from the prior given the initial structure; "projection" then replaces each
-# hidden unit's activations by a soft half-space feature of the data (a random direction in
-# the standardised logit-data space, standardised, times PROJECTION_SCALE, shifted by
-# PROJECTION_SCALE * N(0, PROJECTION_OFFSET_SD^2)). A start state only: the kernels and the
-# target are the same (docs/derivations.md section 3.5).
+# How a fresh chain's hidden activations start (``init_activations``; NLGBN.project_activations,
+# docs/derivations.md section 3.5)
 INIT_ACTIVATIONS = ("projection", "prior")
 PROJECTION_SCALE = 3.0
 PROJECTION_OFFSET_SD = 0.5
