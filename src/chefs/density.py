@@ -319,8 +319,12 @@ class BeliefNetwork:
         return ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=orders, max_nodes=20 * (D + 50))
 
     @classmethod
-    def load(cls, run_dir) -> "BeliefNetwork":
-        """A fitted estimator from an existing run directory."""
+    def load(cls, run_dir, chains=None) -> "BeliefNetwork":
+        """A fitted estimator from an existing run directory.
+
+        ``chains``: the chains whose kept samples to use (indices; default all, pooled).
+        Leaving out a chain that ``chefs summary`` reports as behind (stuck in a poorer
+        mode) changes the estimate from the pooled chains to the chosen ones."""
         spec = load_spec(run_dir)
         if spec.get("model", {}).get("name") != "nlgbn":
             raise ValueError(f"{run_dir} is not a density-estimation run")
@@ -331,18 +335,28 @@ class BeliefNetwork:
         net.map_ = UnitMap.from_dict(um)
         net.margin = net.map_.margin
         net.inputs = tuple(um.get("inputs", ()))
-        net._load_samples()
+        net._load_samples(chains)
         return net
 
-    def _load_samples(self) -> None:
+    def _load_samples(self, chains=None) -> None:
         from .mcmc.diagnostics import chain_stores
 
+        if chains is not None:
+            chains = sorted({int(c) for c in chains})
+            n = load_spec(self.run_dir_)["chains"]
+            bad = [c for c in chains if not 0 <= c < n]
+            if not chains or bad:
+                raise ValueError(f"chains must be indices between 0 and {n - 1} (the run has {n} chain(s)), "
+                                 f"got {bad or 'none'}")
         self.samples_ = []
-        for _, store in chain_stores(self.run_dir_):
-            self.samples_.extend(json.loads(t) for t in store.graphs())
+        for c, store in chain_stores(self.run_dir_):
+            if chains is None or c in chains:
+                self.samples_.extend(json.loads(t) for t in store.graphs())
             store.close()
+        self.chains_used_ = chains
         if not self.samples_:
-            raise ValueError("no posterior samples were kept: increase sweeps or lower burn-in/thin")
+            raise ValueError("no posterior samples were kept" + (f" in chain(s) {chains}" if chains else "")
+                             + ": increase sweeps or lower burn-in/thin")
 
     # ------------------------------------------------------------ use
     def sample(self, n: int, rng=None, inputs=None) -> np.ndarray:

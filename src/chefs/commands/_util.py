@@ -55,6 +55,36 @@ def note_if_incomplete(run) -> None:
               f"sweeps done so far; `chefs resume {run}` continues it", file=sys.stderr)
 
 
+def chain_list(text: str) -> list[int]:
+    """``--chains 0,2``: comma-separated chain indices."""
+    try:
+        return [int(c) for c in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated chain indices (e.g. 0,2), got {text!r}") from None
+
+
+def print_chain_comparison(run) -> None:
+    """For a run of two or more chains: each chain's means side by side, and a note
+    when they disagree (a chain stuck in a poorer mode, or not yet converged)."""
+    from ..mcmc.diagnostics import BEHIND_SE, RHAT_WARN, chain_comparison
+
+    cmp = chain_comparison(run)
+    if len(cmp["chains"]) < 2:
+        return
+    print("per chain (means over kept samples; se = Monte Carlo SE of the mean):")
+    print(f"  {'chain':>5} {'samples':>7} {'log_joint':>14} {'se':>9} {'log_lik':>14} {'hidden':>7} {'edges':>7}")
+    for r in cmp["chains"]:
+        print(f"  {r['chain']:>5} {r['samples']:>7} {r['log_joint']:>14.2f} {r['log_joint_se']:>9.2f} "
+              f"{r['log_lik']:>14.2f} {r['num_hidden']:>7.1f} {r['num_edges']:>7.1f}")
+    if cmp["behind"]:
+        ids = ",".join(map(str, cmp["behind"]))
+        keep = ",".join(str(r["chain"]) for r in cmp["chains"] if r["chain"] not in cmp["behind"])
+        print(f"chefs: note: the chains disagree (R-hat of log_joint {cmp['rhat']:.2f} > {RHAT_WARN}): chain(s) "
+              f"{ids} sit more than {BEHIND_SE:g} SE below chain {cmp['best']}, in a poorer mode or not yet "
+              f"converged. Run longer, or leave them out with `chefs fantasy {run} --chains {keep}` (an "
+              "estimate from the chosen chains instead of the pooled ones)", file=sys.stderr)
+
+
 def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = False, bare_split: str | None = None,
                    scoring: bool = False):
     """Data from a CSV file, ``NAME`` or ``NAME:train`` / ``NAME:test`` (the Table 1

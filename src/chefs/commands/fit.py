@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import nonneg_int, note_if_incomplete, positive_float, positive_int
+from ._util import (chain_list, nonneg_int, note_if_incomplete, positive_float, positive_int,
+                    print_chain_comparison)
 
 
 def register(sub) -> None:
@@ -59,12 +60,16 @@ def register(sub) -> None:
     fa.add_argument("--seed", type=nonneg_int, default=0)
     fa.add_argument("--out", required=True, help="output CSV")
     fa.add_argument("--force", action="store_true")
+    fa.add_argument("--chains", type=chain_list, default=None, metavar="I,J,...",
+                    help="use only these chains' samples (default: all chains, pooled)")
     fa.set_defaults(func=cmd_fantasy)
 
     pl = sub.add_parser("plot", help="fantasy vs test data (Figure 4), trace plots, a posterior DAG")
     pl.add_argument("run")
     pl.add_argument("--out", default=None, help="output directory (default: RUN/plots)")
     pl.add_argument("--seed", type=nonneg_int, default=0)
+    pl.add_argument("--chains", type=chain_list, default=None, metavar="I,J,...",
+                    help="fantasy data from these chains' samples only (default: all chains, pooled)")
     pl.set_defaults(func=cmd_plot)
 
 
@@ -137,6 +142,7 @@ def cmd_fit(args) -> int:
 
     print(f"effective samples per minute: K+ {per_minute('ess_num_nodes_per_minute')}, "
           f"log-likelihood {per_minute('ess_log_lik_per_minute')} ({net.fit_seconds_:.0f} s of sampling)")
+    print_chain_comparison(out)
     if test is not None:
         from ..evaluation import hellinger
 
@@ -178,7 +184,7 @@ def cmd_fantasy(args) -> int:
     out = Path(args.out)
     if out.exists() and not args.force:
         raise FileExistsError(f"{out} exists; use --force to overwrite it")
-    net = BeliefNetwork.load(args.run)
+    net = BeliefNetwork.load(args.run, chains=args.chains)
     note_if_incomplete(args.run)
     given = None
     if net.inputs:
@@ -201,7 +207,7 @@ def cmd_plot(args) -> int:
 
     run = Path(args.run)
     out = Path(args.out) if args.out else run / "plots"
-    net = BeliefNetwork.load(run)  # before creating anything: a wrong path leaves no directory behind
+    net = BeliefNetwork.load(run, chains=args.chains)  # before creating anything: a wrong path leaves no directory behind
     note_if_incomplete(run)
     out.mkdir(parents=True, exist_ok=True)
     ref = np.load(run / "test.npy") if (run / "test.npy").exists() else np.load(run / "train.npy")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ._util import nonneg_int, note_if_incomplete, positive_float, positive_int
+from ._util import nonneg_int, note_if_incomplete, positive_float, positive_int, print_chain_comparison
 
 
 def register(sub) -> None:
@@ -120,6 +120,8 @@ def cmd_summary(args) -> int:
     print(table.to_string())
     if load_spec(args.run)["chains"] < 2:
         print("(r_hat needs at least two chains: run with --chains 2 or more)")
+    else:
+        print_chain_comparison(args.run)
     s = structure_summary(args.run)
     print(f"\n{s['num_samples']} kept graphs")
     for key in ("num_nodes", "num_hidden", "depth"):

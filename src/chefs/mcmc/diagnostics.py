@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import warnings
 from pathlib import Path
 
@@ -22,6 +23,13 @@ from .run import load_spec
 from .store import SCALARS, SQLiteStore
 
 TRACE_VARS = ("num_nodes", "num_edges", "num_hidden", "depth", "log_joint", "alpha", "gamma", "phi")
+
+#: R-hat of the log joint density above which the chains of a run are said to disagree
+#: (Gelman et al.'s 1.1; ArviZ's rank-normalised split R-hat).
+RHAT_WARN = 1.1
+#: a chain is "behind" when its mean log joint density is below the best chain's by more than
+#: this many standard errors of the difference (each chain's Monte Carlo SE from ArviZ)
+BEHIND_SE = 4.0
 
 
 def chain_stores(run_dir):
@@ -89,6 +97,56 @@ def summary_table(run_dir):
 
     with _quiet_arviz():
         return az.summary(inference_data(run_dir), kind="all", round_to=4)
+
+
+def chain_comparison(run_dir) -> dict:
+    """The chains of a run side by side, to spot a chain stuck in a poorer mode.
+
+    Returns ``{"rhat": R-hat of log_joint (NaN for one chain or fewer than 4 draws),
+    "chains": [{"chain", "samples", "log_joint", "log_joint_se", "log_lik", "num_hidden",
+    "num_edges"}, ...], "best": chain with the highest mean log_joint, "behind": [...]}``.
+    Means are over each chain's kept samples (all of them, not truncated to the shortest
+    chain); ``log_joint_se`` is ArviZ's Monte Carlo SE of the mean (autocorrelation
+    included; NaN below 4 samples). A chain is ``behind`` when the R-hat exceeds
+    ``RHAT_WARN`` and its mean log_joint is below the best chain's by more than
+    ``BEHIND_SE`` standard errors of the difference. Leaving such a chain out
+    (``BeliefNetwork.load(run, chains=...)``, ``chefs fantasy --chains``) changes the
+    estimate from the pooled chains to the chosen ones."""
+    import arviz as az
+
+    rows, draws = [], []
+    for c, store in chain_stores(run_dir):
+        t = store.scalars()
+        store.close()
+        n = len(t["sweep"])
+        if n == 0:
+            continue
+        lj = np.asarray(t["log_joint"], dtype=float)
+        se = float("nan")
+        if n >= 4 and np.ptp(lj) > 0:
+            with _quiet_arviz():
+                se = float(np.ravel(az.mcse(lj[None, :]))[0])
+        rows.append({"chain": c, "samples": n, "log_joint": float(lj.mean()), "log_joint_se": se,
+                     **{k: float(np.mean(t[k])) for k in ("log_lik", "num_hidden", "num_edges")}})
+        draws.append(lj)
+    if not rows:
+        raise ValueError(f"{run_dir} has no stored samples yet")
+    rhat = float("nan")
+    m = min(len(d) for d in draws)
+    if len(draws) >= 2 and m >= 4:
+        x = np.array([d[:m] for d in draws])
+        if np.ptp(x) > 0:
+            with _quiet_arviz():
+                rhat = float(az.rhat(x))
+    best = max(rows, key=lambda r: r["log_joint"])
+    behind = []
+    if rhat > RHAT_WARN:
+        for r in rows:
+            gap = best["log_joint"] - r["log_joint"]
+            se = math.hypot(best["log_joint_se"], r["log_joint_se"])
+            if r is not best and np.isfinite(se) and gap > BEHIND_SE * se:
+                behind.append(r["chain"])
+    return {"rhat": rhat, "chains": rows, "best": best["chain"], "behind": behind}
 
 
 def structure_summary(run_dir) -> dict:
