@@ -15,7 +15,7 @@ from chefs.mcmc.chain import ChainConfig, NullModel, init_state, sample, sweep
 from chefs.mcmc.state import GraphState
 from chefs.priors.exact import enumerate_structures, structure_key
 
-from .stats import Z
+from .stats import Z, mcse_mean
 from .test_icp_prior import key_stats
 
 
@@ -222,16 +222,17 @@ def _stats(g):
             "theta_obs_mean": float(g.theta[g.observed].mean())}
 
 
-def compare_chain_with_draws(chain, draws, batches=40):
+def compare_chain_with_draws(chain, draws):
+    """z-scores of chain means against independent draws' means; the chain's SE
+    from its effective sample size (``stats.mcse_mean``: 40 fixed batch means
+    understated it 1.2-1.8x where the autocorrelation time reached 250 rows)."""
     zs = {}
     for k in chain:
         x = chain[k]
-        n = x.size // batches * batches
-        bm = x[:n].reshape(batches, -1).mean(axis=1)
-        se_chain = bm.std(ddof=1) / math.sqrt(batches)
+        se_chain = mcse_mean(x)
         se_draw = draws[k].std(ddof=1) / math.sqrt(draws[k].size)
         se = math.sqrt(se_chain**2 + se_draw**2)
-        diff = x[:n].mean() - draws[k].mean()
+        diff = x.mean() - draws[k].mean()
         zs[k] = diff / se if se > 0 else (0.0 if diff == 0 else math.inf)
     return zs
 
