@@ -159,6 +159,8 @@ ENUM = [
     (1.0, 1.0, 1.0, 2, True, 3, (1, 1, 0, 0)),
     (0.5, 0.7, 2.0, 2, False, 2, (1, 1, 1, 0)),
     (0.5, 0.3, 2.0, 3, False, 1, (1, 1, 1, 1)),
+    # the setting of the order-move negative control below (its plant is not caught at the others)
+    (0.5, 2.0, 0.5, 2, False, 2, (1, 1, 1, 0)),
 ]
 
 
@@ -178,8 +180,9 @@ def test_prior_chain_visits_match_exact_probabilities(alpha, gamma, phi, D, fixe
 def test_negative_control_planted_acceptance_error(plant, fixed):
     """A wrong birth/death Hastings ratio, an order move that ignores the prior
     ratio, or a depth move without the new order value's density in its
-    Hastings ratio must make the enumeration test fail (the settings of the
-    first ENUM case; the depth plant runs with the depth move switched on)."""
+    Hastings ratio must make the enumeration test fail. Each control runs at the
+    settings of an ENUM case that passes unplanted: the depth plant the first case
+    (all moves on), the birth/death plant the second, the order plant the last."""
     prior = ICP(0.5, 2.0, 0.5) if plant == kern.PLANT_ORDER_DELTA else ICP(1.0, 1.0, 1.0)
     D, max_hidden = 2, 3 if fixed else 2
     weights = (1, 1, 1, 1) if plant == kern.PLANT_DEPTH_HASTINGS else (1, 1, 1, 0)
