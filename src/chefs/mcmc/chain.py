@@ -261,6 +261,8 @@ def sweep(state: ChainState, config: ChainConfig, model=None, plant: int = 0) ->
     if model is None or getattr(model, "is_null", False):
         _null_moves(state, weights, num_steps, plant)
     elif hasattr(model, "sweep"):
+        if plant:  # that path runs the model's own compiled moves; plant errors there by patching its kernels
+            raise ValueError("plant is not supported for a model with its own sweep (e.g. the NLGBN)")
         model.sweep(state.rng, state.graph, config, state.hyper)
     else:
         if hasattr(model, "update"):
