@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from chefs.mcmc import _kernels as kern
 from chefs.mcmc.chain import ChainConfig
@@ -57,3 +58,12 @@ def test_geweke_negative_control_planted_hastings_error():
     zs = geweke_test(InDegreeGaussian(1), config, 4000, 4000, np.random.default_rng(1),
                      plant=kern.PLANT_BIRTH_HASTINGS)
     assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+def test_geweke_standard_error_options():
+    """``se="batch"`` keeps the batch-means errors; an unknown choice is refused."""
+    config = ChainConfig(1, 0.0, 1.0, 1.5, 1.0, **CONFIG)
+    zs = geweke_test(InDegreeGaussian(1), config, 200, 200, np.random.default_rng(1), se="batch", batches=10)
+    assert set(zs) >= {"num_nodes", "y_sq"} and all(np.isfinite(list(zs.values())))
+    with pytest.raises(ValueError, match="se must be"):
+        geweke_test(InDegreeGaussian(1), config, 10, 10, np.random.default_rng(1), se="bootstrap")

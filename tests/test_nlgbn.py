@@ -37,9 +37,10 @@ def test_collapsed_gain_matches_quadrature(rng):
 
 SENSITIVE = {"rho_prior": (4.0, 1.0), "weight_var": 4.0}  # data informative about the structure
 # Geweke's successive-conditional chain mixes slowly when data are informative:
-# two sweeps between data refreshes and 20 batches (long batches) for the
-# batch-means standard errors.
-GW = {"sweeps_between": 2, "batches": 20}
+# two sweeps between data refreshes; the chain's standard errors come from its
+# effective sample size (geweke_test's default; 20 batch means understated them
+# where the autocorrelation time reached 500 draws, the CIBP path's).
+GW = {"sweeps_between": 2}
 
 
 def make_model(D=1, N=5, seed=0, **kw):
@@ -110,7 +111,11 @@ def test_geweke_negative_control_structure_moves_ignore_likelihood(monkeypatch):
 
 @pytest.mark.parametrize("name", ["cibp"])
 def test_geweke_with_layered_structure_priors(name):
-    """The same NLGBN sampler with the CIBP / ECIBP moves (hyperparameters fixed)."""
+    """The same NLGBN sampler with the CIBP / ECIBP moves (hyperparameters fixed).
+    A coarse check: the structure functions' autocorrelation time is about 500
+    draws, so 3,000 draws hold about 6 effective samples (max |z| 2.9 at seed 4,
+    with SEs from the ESS); the exact check of this path is the joint-draw
+    stationarity test (``-m slow``)."""
     from chefs.mcmc.run import make_structure_prior
 
     prior = make_structure_prior({"name": name, "alpha": 1.0, "beta": 1.0})
@@ -132,7 +137,7 @@ def test_geweke_ecibp_long():
     model = make_model(structure_prior=prior)
     model.update_prior_hyper = False
     config = ChainConfig(1, 0.0, weights=(1, 1, 0, 0))
-    zs = geweke_test(model, config, 6000, 6000, np.random.default_rng(4), sweeps_between=4, batches=20,
+    zs = geweke_test(model, config, 6000, 6000, np.random.default_rng(4), sweeps_between=4,
                      draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)))
     assert max(abs(z) for z in zs.values()) < Z, zs
 
