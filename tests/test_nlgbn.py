@@ -20,19 +20,36 @@ from chefs.models.nlgbn import NLGBN, collapsed_gain
 from .stats import Z
 
 
-def test_collapsed_gain_matches_quadrature(rng):
+@pytest.mark.parametrize("v", [0.2, 1.0, 3.0])
+def test_collapsed_gain_matches_quadrature(rng, v):
+    """Gain, posterior mean and variance of the collapsed weight W ~ N(0, v), from
+    the Python function and from the compiled kernel the edge pass uses (which
+    computes the residual without the current weight itself), against quadrature."""
     u = rng.random(4)
     r = rng.normal(size=4)
     rho = 1.7
-    gain, mean, var = collapsed_gain(u, r, rho)
+    sd = math.sqrt(v)
 
     def integrand(w):
-        return np.exp(np.sum(norm.logpdf(r, w * u, 1 / math.sqrt(rho))) - np.sum(norm.logpdf(r, 0, 1 / math.sqrt(rho)))) * norm.pdf(w)
+        return np.exp(np.sum(norm.logpdf(r, w * u, 1 / math.sqrt(rho))) - np.sum(norm.logpdf(r, 0, 1 / math.sqrt(rho)))) * norm.pdf(w, 0, sd)
 
-    val, _ = quad(integrand, -12, 12, epsabs=1e-13)
-    assert gain == pytest.approx(math.log(val), rel=1e-8)
-    m1, _ = quad(lambda w: w * integrand(w), -12, 12, epsabs=1e-13)
-    assert mean == pytest.approx(m1 / val, rel=1e-7)
+    lim = 12 * max(sd, 1.0)
+    val, _ = quad(integrand, -lim, lim, epsabs=1e-13)
+    m1, _ = quad(lambda w: w * integrand(w), -lim, lim, epsabs=1e-13)
+    m2, _ = quad(lambda w: w * w * integrand(w), -lim, lim, epsabs=1e-13)
+    mean_q, var_q = m1 / val, m2 / val - (m1 / val) ** 2
+    # the kernel: unit k = 1 feeds i = 0 with current weight 0.8, so MU holds 0.8 u and
+    # the residual of i without k is Y - MU + 0.8 u = r
+    U = np.vstack([np.zeros(4), u])
+    Y = np.vstack([r, np.zeros(4)])
+    W = np.zeros((2, 2))
+    W[1, 0] = 0.8
+    MU = np.vstack([0.8 * u, np.zeros(4)])
+    for gain, mean, var in (collapsed_gain(u, r, rho, v), nl._kern.collapsed(U, Y, MU, W, np.array([rho, 1.0]), 1, 0,
+                                                                             True, v)):
+        assert gain == pytest.approx(math.log(val), rel=1e-8)
+        assert mean == pytest.approx(mean_q, rel=1e-7)
+        assert var == pytest.approx(var_q, rel=1e-6)
 
 
 SENSITIVE = {"rho_prior": (4.0, 1.0), "weight_var": 4.0}  # data informative about the structure
