@@ -175,17 +175,18 @@ def test_prior_chain_visits_match_exact_probabilities(alpha, gamma, phi, D, fixe
     assert max(abs(v) for v in zs.values()) < Z, worst
 
 
-@pytest.mark.parametrize("plant,fixed", [(kern.PLANT_BIRTH_HASTINGS, True), (kern.PLANT_ORDER_DELTA, False),
-                                         (kern.PLANT_DEPTH_HASTINGS, True)])
-def test_negative_control_planted_acceptance_error(plant, fixed):
-    """A wrong birth/death Hastings ratio, an order move that ignores the prior
-    ratio, or a depth move without the new order value's density in its
-    Hastings ratio must make the enumeration test fail. Each control runs at the
-    settings of an ENUM case that passes unplanted: the depth plant the first case
-    (all moves on), the birth/death plant the second, the order plant the last."""
-    prior = ICP(0.5, 2.0, 0.5) if plant == kern.PLANT_ORDER_DELTA else ICP(1.0, 1.0, 1.0)
-    D, max_hidden = 2, 3 if fixed else 2
-    weights = (1, 1, 1, 1) if plant == kern.PLANT_DEPTH_HASTINGS else (1, 1, 1, 0)
+@pytest.mark.parametrize("plant,case", [(kern.PLANT_BIRTH_HASTINGS, 1), (kern.PLANT_EDGE_COUNT, 1),
+                                        (kern.PLANT_ORDER_DELTA, 4), (kern.PLANT_DEPTH_HASTINGS, 0)])
+def test_negative_control_planted_acceptance_error(plant, case):
+    """A wrong birth/death Hastings ratio, an edge Gibbs update with an off-by-one
+    in eq. 13's normaliser (alpha + a_k for alpha + a_k - 1), an order move that
+    ignores the prior ratio, or a depth move without the new order value's density
+    in its Hastings ratio must make the enumeration test fail, at the settings of
+    the ENUM case ``case`` (which passes unplanted; max |z| 2.2-3.5 at stop 18).
+    Stop 18: |z| 31.5, 21.8, 8.0, 18.1. The order plant reads only |z| 2.1-3.7 at
+    ENUM[2] and ENUM[3], hence its own case."""
+    alpha, gamma, phi, D, fixed, max_hidden, weights = ENUM[case]
+    prior = ICP(alpha, gamma, phi)
     structures = enumerate_structures(prior, D, max_hidden, fixed_at_zero=fixed)
     keys = chain_keys(prior, D, 0.0 if fixed else None, weights, 8000, 40, seed=3, plant=plant)
     zs = batch_z(keys, structures, max_hidden)

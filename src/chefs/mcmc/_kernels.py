@@ -31,7 +31,7 @@ EDGE, BIRTH_DEATH, ORDER, DEPTH = 0, 1, 2, 3
 MOVE_NAMES = ("edge", "birth_death", "order", "depth")
 
 # planted errors for negative controls (tests only)
-PLANT_NONE, PLANT_BIRTH_HASTINGS, PLANT_ORDER_DELTA, PLANT_DEPTH_HASTINGS = 0, 1, 2, 3
+PLANT_NONE, PLANT_BIRTH_HASTINGS, PLANT_ORDER_DELTA, PLANT_DEPTH_HASTINGS, PLANT_EDGE_COUNT = 0, 1, 2, 3, 4
 
 
 @njit(cache=CACHE)
@@ -300,9 +300,11 @@ def nth_collapsible(obs, alive, Z, m, npar, r):
 
 # -------------------------------------------------------- prior-only steps
 @njit(cache=CACHE)
-def step_edge(rng, theta, obs, alive, Z, m, npar, a, cand, alpha, phi):
+def step_edge(rng, theta, obs, alive, Z, m, npar, a, cand, alpha, phi, plant=0):
     """Gibbs update of every candidate parent edge of a uniformly chosen node.
-    Returns the number of edges that changed (-1 if no candidate)."""
+    Returns the number of edges that changed (-1 if no candidate). ``plant``
+    (tests only): PLANT_EDGE_COUNT is an off-by-one in eq. 13's normaliser
+    (alpha + a_k instead of alpha + a_k - 1: i counted among k's candidates twice)."""
     Kp = num_alive(alive)
     r = rng.integers(0, Kp)
     i = -1
@@ -322,6 +324,9 @@ def step_edge(rng, theta, obs, alive, Z, m, npar, a, cand, alpha, phi):
         if not (obs[k] or m[k] - (1 if Z[k, i] else 0) >= 1):
             continue
         p1 = edge_prior_prob(obs, Z, m, a, k, i, alpha, phi)
+        if plant == PLANT_EDGE_COUNT:
+            w = phi if obs[k] else 0.0
+            p1 = (m[k] - (1 if Z[k, i] else 0) + w) / (alpha + a[k] + w)
         new = rng.random() < p1
         if new != Z[k, i]:
             changed += 1
@@ -510,7 +515,7 @@ def run_null(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, hyper, weights, 
         kind = choose_kind(rng, cum)
         stats[kind, 0] += 1
         if kind == EDGE:
-            if step_edge(rng, theta, obs, alive, Z, m, npar, a, cand, alpha, phi) > 0:
+            if step_edge(rng, theta, obs, alive, Z, m, npar, a, cand, alpha, phi, plant) > 0:
                 stats[EDGE, 1] += 1
         elif kind == BIRTH_DEATH:
             bd, lr, h, i = propose_birth_death(rng, theta, obs, fixed, alive, tie, Z, m, npar, a, cand,
