@@ -92,6 +92,24 @@ def test_calibrate_unreached_target_is_an_error(capsys, monkeypatch):
     assert err.startswith("chefs: error: calibration did not reach E[K+] = 40") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("command", [["prior", "sample"], ["prior", "mcmc", "--sweeps", "5"]])
+@pytest.mark.parametrize("order", ["nan", "0.2,nan,0.3", "1.5", "0.2,-0.1,0.3", "inf", "x"])
+def test_observed_order_rejects_nan_and_out_of_range(tmp_path, capsys, command, order):
+    with pytest.raises(SystemExit) as e:
+        main(command + ["--num-observed", "3", "--observed-order", order, "--out", str(tmp_path / "x")])
+    assert e.value.code == 2
+    assert "--observed-order: expected numbers in [0, 1] or 'free'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_observed_order_free_per_node(tmp_path):
+    out = tmp_path / "g.jsonl"
+    assert main(["prior", "sample", "--num-observed", "3", "--observed-order", "0.2,free,0.3", "--num", "4",
+                 "--out", str(out)]) == 0
+    graphs = list(read_jsonl(out))
+    assert all(g.fixed[:3].tolist() == [True, False, True] for g in graphs)
+
+
 def test_study_writes_csv_and_png(tmp_path):
     assert main(["prior", "study", "--out", str(tmp_path), "--num", "20"]) == 0
     assert (tmp_path / "prior_study.csv").exists() and (tmp_path / "prior_study.png").exists()

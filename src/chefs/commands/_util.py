@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -36,6 +37,26 @@ def nonneg_int(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text}")
     return v
+
+
+def observed_order_arg(text: str):
+    """``--observed-order``: one order value in [0, 1] for all observed nodes, or
+    one per node (comma-separated); ``free`` leaves a node's order free (drawn
+    from U(0, 1)). NaN is refused: it is no order value."""
+    vals = []
+    for part in text.split(","):
+        part = part.strip()
+        if part.lower() == "free":
+            vals.append(None)
+            continue
+        try:
+            v = float(part)
+        except ValueError:
+            v = math.nan
+        if not 0 <= v <= 1:  # also NaN
+            raise argparse.ArgumentTypeError(f"expected numbers in [0, 1] or 'free', got {part!r}")
+        vals.append(v)
+    return vals[0] if len(vals) == 1 else vals
 
 
 def note_if_incomplete(run) -> None:

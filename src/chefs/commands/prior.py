@@ -10,18 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import nonneg_int, positive_float, positive_int, refuse_existing
-
-
-def _order_arg(text: str):
-    vals = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            vals.append(float(part))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--observed-order takes numbers in [0, 1], got {part!r}") from None
-    return vals[0] if len(vals) == 1 else vals
+from ._util import nonneg_int, observed_order_arg, positive_float, positive_int, refuse_existing
 
 
 def _add_prior_flags(p, prior_help: str, max_layers_help: str) -> None:
@@ -69,8 +58,9 @@ def register(sub) -> None:
     _add_prior_flags(s, "icp (default), cibp (cascading IBP, 003) or ecibp (extended CIBP, docs/derivations-cibp.md)",
                      "give up on draws deeper than this")
     s.add_argument("--num-observed", type=positive_int, required=True)
-    s.add_argument("--observed-order", type=_order_arg, default=None,
-                   help="fix the observed orders: one value for all, or one per node (comma-separated); icp only")
+    s.add_argument("--observed-order", type=observed_order_arg, default=None,
+                   help="fix the observed orders: one value in [0, 1] for all, or one per node (comma-separated; "
+                        "'free' leaves that node's order free); icp only (default: all free)")
     s.add_argument("--num", type=positive_int, default=1)
     s.add_argument("--seed", type=nonneg_int, default=0)
     s.add_argument("--method", choices=["chefs", "finite"], default="chefs")
@@ -102,8 +92,9 @@ def register(sub) -> None:
     ca.add_argument("--expected-nodes", type=positive_float, required=True)
     ca.add_argument("--alpha", type=positive_float, default=1.0)
     ca.add_argument("--num-observed", type=positive_int, default=1)
-    ca.add_argument("--observed-order", type=_order_arg, default=0.0,
-                    help="observed orders (default all at 0, as in Figure 3)")
+    ca.add_argument("--observed-order", type=observed_order_arg, default=0.0,
+                    help="observed orders in [0, 1]: one for all or one per node, 'free' for a free one "
+                         "(default all at 0, as in Figure 3)")
     ca.add_argument("--num", type=positive_int, default=4000, help="Monte Carlo draws per round")
     ca.add_argument("--seed", type=nonneg_int, default=0)
     ca.set_defaults(func=cmd_calibrate)
