@@ -46,6 +46,17 @@ def test_negative_hyperparameter_exit_2(tmp_path):
     assert e.value.code == 2
 
 
+def test_draw_reports_the_file_written(tmp_path, capsys):
+    """`--out d` writes d.png (matplotlib appends the extension): say so. A drawing
+    is rewritten in place (README: figures derived from a file)."""
+    g = tmp_path / "g.jsonl"
+    assert main(["prior", "sample", "--num-observed", "2", "--num", "2", "--out", str(g)]) == 0
+    capsys.readouterr()
+    assert main(["prior", "draw", str(g), "--out", str(tmp_path / "d")]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'd.png'}"
+    assert (tmp_path / "d.png").stat().st_size > 1000 and not (tmp_path / "d").exists()
+
+
 def test_calibrate_hits_target(capsys):
     assert main(["prior", "calibrate", "--expected-nodes", "6", "--alpha", "1", "--num-observed", "2",
                  "--num", "1500", "--seed", "1"]) == 0

@@ -102,7 +102,8 @@ def register(sub) -> None:
     dr = ps.add_parser("draw", help="picture of one DAG of a .jsonl file")
     dr.add_argument("file")
     dr.add_argument("--index", type=nonneg_int, default=0)
-    dr.add_argument("--out", required=True, help="output .png")
+    dr.add_argument("--out", required=True, help="output picture, rewritten in place (.png unless another extension "
+                                                 "is given; a name without one gets .png)")
     dr.set_defaults(func=cmd_draw)
 
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -154,12 +155,12 @@ def cmd_logprob(args) -> int:
 
 def cmd_draw(args) -> int:
     from ..graph import read_jsonl
-    from ..plots import save_dag_png
+    from ..plots import image_path, save_dag_png
 
+    out = image_path(args.out)
     for i, g in enumerate(read_jsonl(args.file)):
         if i == args.index:
-            save_dag_png(g, args.out)
-            print(f"wrote {args.out}")
+            print(f"wrote {save_dag_png(g, out)}")
             return 0
     raise ValueError(f"{args.file} has fewer than {args.index + 1} graphs")
 
