@@ -176,9 +176,17 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError("--sweeps/--burn-in/--thin/--margin set the belief networks' chains, but none of icp, cibp, "
                          "ecibp is among the models")
     out = Path(out)
-    twice = sorted({m for m in models if list(models).count(m) > 1})
+    models, datasets = list(models), list(datasets)
+    if not models:
+        raise ValueError(f"--models is empty; choose from {', '.join(MODELS)}")
+    if not datasets:
+        raise ValueError(f"--datasets is empty; choose from {', '.join(DATASETS)} (leave it out for all nine)")
+    twice = sorted({m for m in models if models.count(m) > 1})
     if twice:
         raise ValueError(f"model(s) {twice} listed more than once in --models")
+    twice = sorted({d for d in datasets if datasets.count(d) > 1})
+    if twice:  # a set run twice would show a spread of 0 between identical runs as a "± 0.0000"
+        raise ValueError(f"data set(s) {twice} listed more than once in --datasets")
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         raise ValueError(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
