@@ -189,3 +189,15 @@ def test_cli_fit_failing_before_the_run_writes_nothing(tmp_path):
     run.mkdir()
     assert main(["fit", "--data", "ring", "--inputs", "5", "--sweeps", "4", "--no-progress", "--out", str(run)]) == 2
     assert not list(run.iterdir())
+
+
+def test_cli_fit_split_seed_is_for_named_data_sets(tmp_path, capsys):
+    """`chefs fit` trains on all rows of a CSV: an explicit --split-seed there is
+    an error instead of being silently ignored."""
+    data = tmp_path / "d.csv"
+    np.savetxt(data, np.random.default_rng(1).normal(size=(30, 2)), delimiter=",")
+    assert main(["fit", "--data", str(data), "--split-seed", "3", "--sweeps", "4", "--no-progress",
+                 "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error: --split-seed splits a named data set") and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()

@@ -19,7 +19,9 @@ def register(sub) -> None:
     f = sub.add_parser("fit", help="fit an ICP belief network (NLGBN) to data by MCMC")
     f.add_argument("--data", required=True, help="a data set name (chefs data list) or a CSV file of numbers")
     f.add_argument("--data-dir", default=None, help="directory with the UCI/R files (default: $CHEFS_DATA)")
-    f.add_argument("--split-seed", type=nonneg_int, default=0, help="seed of the train/test split")
+    f.add_argument("--split-seed", type=nonneg_int, default=None,
+                   help="named data sets only: seed of the train/test split (default 0); a CSV file is not split, "
+                        "the fit trains on all its rows")
     f.add_argument("--prior", choices=["icp", "cibp", "ecibp"], default="icp", help="structure prior")
     f.add_argument("--sweeps", type=positive_int, default=600)
     f.add_argument("--burn-in", type=nonneg_int, default=300)
@@ -104,7 +106,10 @@ def cmd_fit(args) -> int:
         raise ValueError(f"{', '.join(icp_only)} belong(s) to --prior icp; the {args.prior.upper()}'s per-layer "
                          "alpha and beta are sampled under their top-hat priors")
     alpha, gamma, phi = (1.0 if v is None else v for v in (args.alpha, args.gamma, args.phi))
-    train, test, label = load_data(args.data, args.data_dir, args.split_seed)
+    train, test, label = load_data(args.data, args.data_dir, 0 if args.split_seed is None else args.split_seed)
+    if test is None and args.split_seed is not None:
+        raise ValueError(f"--split-seed splits a named data set; the fit trains on all rows of the CSV file "
+                         f"{args.data} (`chefs data show {args.data} --out-train F.csv` writes a seeded half of it)")
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it")
