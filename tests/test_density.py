@@ -111,7 +111,7 @@ def test_conditional_model(tmp_path, moons):
         net.sample(10)
 
 
-def test_cli_fantasy_keeps_the_csv_header(tmp_path):
+def test_cli_fantasy_keeps_the_csv_header(tmp_path, capsys, monkeypatch):
     """Fantasy data of a model fitted on a CSV with a header come with that header
     (and a header-less file gives header-less fantasy data, as before)."""
     from chefs.cli import main
@@ -128,6 +128,13 @@ def test_cli_fantasy_keeps_the_csv_header(tmp_path):
     text = (tmp_path / "f.csv").read_text().splitlines()
     assert text[0] == "width,height" and len(text) == 6
     assert read_csv(tmp_path / "f.csv").shape == (5, 2)
+    # --out - (or no --out, as chefs outtree sample): standard output, no file named "-"
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    for out in (["--out", "-"], []):
+        assert main(["fantasy", str(run), "--num", "5"] + out) == 0
+        assert capsys.readouterr().out.splitlines() == text
+    assert not (tmp_path / "-").exists()
 
 
 def test_cli_fit_fantasy_plot(tmp_path, capsys):

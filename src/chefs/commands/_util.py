@@ -128,6 +128,38 @@ def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = Fal
     return train if part == "train" else test
 
 
+def data_column_names(spec: str) -> list[str] | None:
+    """The column names of what :func:`load_data_spec` reads: a CSV file's header
+    (None without one) or a data set's registry names."""
+    from .. import datasets
+    from ..datasets.files import csv_column_names
+
+    if os.path.isfile(spec):
+        return csv_column_names(spec)
+    key = datasets.resolve_name(spec.rpartition(":")[0] if ":" in spec else spec)
+    return list(datasets.DATASETS[key].columns) if key is not None else None
+
+
+def write_points(out, X, names=None) -> None:
+    """Sampled points as CSV, as ``chefs fantasy`` and ``chefs outtree sample``
+    write them: a header of column names when they are known (none otherwise)
+    and 8 significant digits; ``out`` None or ``-``: standard output."""
+    import numpy as np
+
+    header = ",".join(names) if names and len(names) == X.shape[1] else ""
+    if out is None or str(out) == "-":
+        np.savetxt(sys.stdout, X, delimiter=",", fmt="%.8g", header=header, comments="")
+        sys.stdout.flush()
+        return
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savetxt(out, X, delimiter=",", fmt="%.8g", header=header, comments="")
+
+
+def to_stdout(out) -> bool:
+    return out is None or str(out) == "-"
+
+
 def refuse_existing(path, force: bool) -> None:
     """A data file that exists is replaced only with --force."""
     if Path(path).exists() and not force:

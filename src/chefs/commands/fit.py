@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ._util import (chain_list, nonneg_int, note_if_incomplete, positive_float, positive_int,
-                    print_chain_comparison)
+                    print_chain_comparison, refuse_existing, to_stdout, write_points)
 
 
 def register(sub) -> None:
@@ -60,8 +60,8 @@ def register(sub) -> None:
     fa.add_argument("run")
     fa.add_argument("--num", type=positive_int, default=2000)
     fa.add_argument("--seed", type=nonneg_int, default=0)
-    fa.add_argument("--out", required=True, help="output CSV")
-    fa.add_argument("--force", action="store_true")
+    fa.add_argument("--out", default=None, help="output CSV (default, or -: standard output)")
+    fa.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     fa.add_argument("--chains", type=chain_list, default=None, metavar="I,J,...",
                     help="use only these chains' samples (default: all chains, pooled)")
     fa.set_defaults(func=cmd_fantasy)
@@ -186,9 +186,8 @@ def _columns(text: str):
 def cmd_fantasy(args) -> int:
     from ..density import BeliefNetwork
 
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise FileExistsError(f"{out} exists; use --force to overwrite it")
+    if not to_stdout(args.out):
+        refuse_existing(args.out, args.force)
     net = BeliefNetwork.load(args.run, chains=args.chains)
     note_if_incomplete(args.run)
     given = None
@@ -197,10 +196,9 @@ def cmd_fantasy(args) -> int:
         ref = np.load(run / "test.npy") if (run / "test.npy").exists() else np.load(run / "train.npy")
         given = ref[np.random.default_rng(args.seed).integers(0, ref.shape[0], args.num)]
     X = net.sample(args.num, rng=args.seed, inputs=given)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    names = _column_names(args.run, X.shape[1])  # the data set's column names, when known
-    np.savetxt(out, X, delimiter=",", fmt="%.8g", header=",".join(names) if names else "", comments="")
-    print(f"wrote {args.num} fantasy points to {out}")
+    write_points(args.out, X, _column_names(args.run, X.shape[1]))  # the data set's column names, when known
+    if not to_stdout(args.out):
+        print(f"wrote {args.num} fantasy points to {args.out}")
     return 0
 
 
