@@ -138,6 +138,16 @@ def test_failed_sample_leaves_no_file(tmp_path, capsys):
     assert len(out.read_text().splitlines()) == 4
 
 
+def test_finite_K_needs_method_finite(tmp_path, capsys):
+    """--finite-K without --method finite was silently ignored."""
+    out = tmp_path / "x.jsonl"
+    assert main(["prior", "sample", "--num-observed", "3", "--finite-K", "5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("chefs: error: --finite-K belongs to --method finite; --method chefs draws the infinite "
+                   "model\n")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("kind", ["cibp", "ecibp"])
 def test_logprob_layered_priors(tmp_path, capsys, kind):
     from chefs.priors.cibp import CIBP

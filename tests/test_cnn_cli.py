@@ -33,6 +33,10 @@ def test_cnn_sample_and_report_end_to_end(tmp_path, capsys):
 
 
 def test_cnn_cli_errors(tmp_path, capsys):
+    # a flag of the other proposal is refused, not ignored (only when given: the default is no error)
+    assert main(["cnn", "sample", "--toggle-weight", "0.5", "--out", str(tmp_path / "r")]) == 2
+    assert "--toggle-weight belongs to --proposal toggle" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
     assert main(["cnn", "sample", "--data", "nope", "--out", str(tmp_path / "r")]) == 2
     assert "mnist123" in capsys.readouterr().err
     assert main(["cnn", "report", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2

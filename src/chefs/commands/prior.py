@@ -64,7 +64,8 @@ def register(sub) -> None:
     s.add_argument("--num", type=positive_int, default=1)
     s.add_argument("--seed", type=nonneg_int, default=0)
     s.add_argument("--method", choices=["chefs", "finite"], default="chefs")
-    s.add_argument("--finite-K", type=positive_int, default=None, help="total nodes K of the finite model")
+    s.add_argument("--finite-K", type=positive_int, default=None,
+                   help="--method finite only: total nodes K of the finite model")
     s.add_argument("--hidden-at-one", action="store_true", help="IBP special case: hidden nodes at theta = 1")
     s.add_argument("--out", required=True, help="output .jsonl file")
     s.add_argument("--force", action="store_true", help="overwrite an existing output file")
@@ -118,6 +119,8 @@ def cmd_sample(args) -> int:
                                          ("--hidden-at-one", args.hidden_at_one),
                                          ("--method", args.method != "chefs")) if given]
     prior = _prior_from_args(args, icp_only)
+    if args.finite_K is not None and args.method != "finite":
+        raise ValueError("--finite-K belongs to --method finite; --method chefs draws the infinite model")
     rng = np.random.default_rng(args.seed)
     if args.prior == "icp":
         graphs = (prior.sample(rng, args.num_observed, observed_order=args.observed_order, method=args.method,
