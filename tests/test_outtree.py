@@ -595,3 +595,30 @@ def test_score_samples_integrates_to_one_in_data_space(monkeypatch):
     assert abs(log_mass()) < Z * se, (log_mass(), se)  # log mass -0.016, se 0.021
     monkeypatch.setattr(OutTree, "log_jacobian_", property(lambda self: 0.0))
     assert abs(log_mass()) > Z * se
+
+
+def test_cli_runs_of_other_commands_are_named(tmp_path, capsys):
+    """An outtree run handed to the belief-network commands (and a `chefs fit` run
+    handed to outtree) says what it is and which commands read it, instead of
+    "not a run directory (no config.json)"."""
+    from chefs.cli import main
+
+    data = tmp_path / "d.csv"
+    np.savetxt(data, np.random.default_rng(7).normal(size=(20, 2)), delimiter=",")
+    ot = tmp_path / "ot"
+    assert main(["outtree", "fit", "--data", str(data), "--out", str(ot), "--iters", "2"]) == 0
+    capsys.readouterr()
+    for argv in (["summary", str(ot)], ["resume", str(ot)], ["export", str(ot), "--out", str(tmp_path / "e.jsonl")],
+                 ["fantasy", str(ot), "--out", str(tmp_path / "f.csv")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == (f"chefs: error: {ot} is a 'chefs outtree fit' run, not a 'chefs fit' or 'chefs prior mcmc' "
+                       f"run: draw from it with 'chefs outtree sample {ot} --num N' and score data with "
+                       f"'chefs outtree score {ot} DATA'\n")
+    fit = tmp_path / "fit"
+    assert main(["fit", "--data", str(data), "--sweeps", "4", "--burn-in", "2", "--thin", "1", "--no-progress",
+                 "--out", str(fit)]) == 0
+    capsys.readouterr()
+    assert main(["outtree", "sample", str(fit), "--num", "2"]) == 2
+    assert capsys.readouterr().err.startswith(f"chefs: error: {fit} is a 'chefs fit' run, not a 'chefs outtree "
+                                              f"fit' run: read it with 'chefs summary|fantasy|plot|export {fit}'")
