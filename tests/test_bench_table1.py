@@ -120,6 +120,16 @@ def test_table1_refuses_duplicate_or_empty_lists(tmp_path, capsys, flags, msg):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", [["table1", "--datasets", "ring", "--models", "kde", "--quick"],
+                                     ["reconstruct", "--quick"]])
+def test_bench_out_that_is_a_file_is_one_clear_error(tmp_path, capsys, command):
+    f = tmp_path / "s.jsonl"
+    f.write_text("keep\n")
+    assert main(["bench"] + command + ["--out", str(f)]) == 2
+    assert capsys.readouterr().err == f"chefs: error: --out takes a directory; {f} is a file\n"
+    assert f.read_text() == "keep\n"
+
+
 def test_table1_chain_length_options(tmp_path, capsys):
     """--sweeps/--burn-in/--thin reach the belief-network fits, label the rows,
     and runs of different lengths are not merged into one table."""

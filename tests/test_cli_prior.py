@@ -126,6 +126,17 @@ def test_study_writes_csv_and_png(tmp_path):
     assert (tmp_path / "prior_study.csv").exists() and (tmp_path / "prior_study.png").exists()
 
 
+@pytest.mark.parametrize("command", [["prior", "study", "--num", "20"], ["prior", "mcmc", "--num-observed", "2",
+                                                                          "--sweeps", "5"]])
+def test_out_that_is_a_file_is_one_clear_error(tmp_path, capsys, command):
+    """--out names a directory: an existing file leaked "[Errno 17] File exists"."""
+    f = tmp_path / "s.jsonl"
+    f.write_text("keep\n")
+    assert main(command + ["--out", str(f)]) == 2
+    assert capsys.readouterr().err == f"chefs: error: --out takes a directory; {f} is a file\n"
+    assert f.read_text() == "keep\n"
+
+
 def test_failed_sample_leaves_no_file(tmp_path, capsys):
     """An error while the graphs are drawn leaves no empty file behind, so the
     corrected command needs no --force."""

@@ -198,6 +198,15 @@ def test_cli_fit_failing_before_the_run_writes_nothing(tmp_path):
     assert not list(run.iterdir())
 
 
+def test_cli_fit_out_that_is_a_file_is_one_clear_error(tmp_path, capsys):
+    """--out of chefs fit names a run directory: a file leaked "[Errno 20] Not a directory"."""
+    f = tmp_path / "s.jsonl"
+    f.write_text("keep\n")
+    assert main(["fit", "--data", "ring", "--sweeps", "4", "--no-progress", "--out", str(f)]) == 2
+    assert capsys.readouterr().err == f"chefs: error: --out takes a directory; {f} is a file\n"
+    assert f.read_text() == "keep\n"
+
+
 def test_cli_fit_split_seed_is_for_named_data_sets(tmp_path, capsys):
     """`chefs fit` trains on all rows of a CSV: an explicit --split-seed there is
     an error instead of being silently ignored."""

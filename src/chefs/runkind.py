@@ -23,7 +23,8 @@ def run_kind(run_dir) -> str | None:
         if str(config.get("command", "")).startswith("chefs cnn"):
             return "chefs cnn sample"
         if config.get("kind") == "icp-mcmc":
-            return "chefs fit" if config.get("model") else "chefs prior mcmc"
+            model = config.get("model")
+            return "chefs fit" if isinstance(model, dict) and model.get("name") == "nlgbn" else "chefs prior mcmc"
     model = _json(run / "model.json") if (run / "model.json").is_file() else None
     if isinstance(model, dict) and model.get("format") == "chefs.outtree":
         return "chefs outtree fit"
@@ -49,3 +50,11 @@ def other_run_message(run_dir, wanted: str) -> str | None:
         return None
     wanted_text = " or ".join(f"'{w}'" for w in wanted.split(" or "))
     return f"{run_dir} is a '{kind}' run, not a {wanted_text} run: {_READERS[kind].format(run=run_dir)}"
+
+
+def refuse_file_as_dir(path, flag: str = "--out") -> None:
+    """An output directory that exists as a regular file: one clear error instead
+    of the system's "[Errno 17] File exists" or "[Errno 20] Not a directory"."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise NotADirectoryError(f"{flag} takes a directory; {p} is a file")

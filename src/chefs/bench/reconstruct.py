@@ -168,6 +168,9 @@ def run_reconstruct(out, priors=("cibp", "icp"), seed: int = 0, quick: bool = Fa
     if settings["num_train"] < 20 or settings["num_test"] < 1:
         raise ValueError("need at least 20 training images and 1 test image")
     out = Path(out)
+    from ..runkind import refuse_file_as_dir
+
+    refuse_file_as_dir(out)
     if (out / "reconstruct.csv").exists() and not force:
         raise FileExistsError(f"{out / 'reconstruct.csv'} exists; use --force to replace it (or another --out)")
     X, y = load_digits_data(data_dir, log)

@@ -78,6 +78,9 @@ def _clean(v):
 def check_target(path, force: bool = False) -> Path:
     """Raise unless ``path`` can be (re)written: absent, or ``force`` and a run directory or empty."""
     path = Path(path)
+    from ..runkind import refuse_file_as_dir
+
+    refuse_file_as_dir(path)
     if path.exists():
         if not force:
             hint = (f", or continue it with 'chefs cnn resume {path}'"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..runkind import refuse_file_as_dir
 from ._util import (chain_list, nonneg_int, note_if_incomplete, positive_float, positive_int,
                     print_chain_comparison, refuse_existing, to_stdout, write_points)
 
@@ -111,6 +112,7 @@ def cmd_fit(args) -> int:
         raise ValueError(f"--split-seed splits a named data set; the fit trains on all rows of the CSV file "
                          f"{args.data} (`chefs data show {args.data} --out-train F.csv` writes a seeded half of it)")
     out = Path(args.out)
+    refuse_file_as_dir(out)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it")
     net = BeliefNetwork(prior=args.prior, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains,
@@ -212,6 +214,7 @@ def cmd_plot(args) -> int:
     out = Path(args.out) if args.out else run / "plots"
     net = BeliefNetwork.load(run, chains=args.chains)  # before creating anything: a wrong path leaves no directory behind
     note_if_incomplete(run)
+    refuse_file_as_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     ref = np.load(run / "test.npy") if (run / "test.npy").exists() else np.load(run / "train.npy")
     fantasy = net.sample(ref.shape[0], rng=args.seed, inputs=ref if net.inputs else None)

@@ -172,7 +172,10 @@ def cmd_study(args) -> int:
     from ..plots import _mpl
     from ..priors.study import expectations
 
+    from ..runkind import refuse_file_as_dir
+
     out = Path(args.out)
+    refuse_file_as_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
     alphas = [0.25, 0.5, 1.0, 2.0, 4.0]

@@ -92,6 +92,9 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
     if not checkpoint_every > 0:
         raise ValueError("checkpoint interval must be positive (seconds)")
     out = Path(out)
+    from ..runkind import refuse_file_as_dir
+
+    refuse_file_as_dir(out)
     if out.exists() and any(out.iterdir()):
         if not force:
             raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it or `chefs resume {out}`")
