@@ -198,6 +198,16 @@ def test_cli_fit_failing_before_the_run_writes_nothing(tmp_path):
     assert not list(run.iterdir())
 
 
+def test_cli_fantasy_on_a_prior_mcmc_run_names_it(tmp_path, capsys):
+    run = tmp_path / "prior"
+    assert main(["prior", "mcmc", "--num-observed", "2", "--sweeps", "5", "--no-progress", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["fantasy", str(run), "--num", "3"]) == 2
+    assert capsys.readouterr().err == (f"chefs: error: {run} is a 'chefs prior mcmc' run, not a 'chefs fit' run: "
+                                       f"read it with 'chefs summary|export {run}', continue it with "
+                                       f"'chefs resume {run}'\n")
+
+
 def test_cli_fit_out_that_is_a_file_is_one_clear_error(tmp_path, capsys):
     """--out of chefs fit names a run directory: a file leaked "[Errno 20] Not a directory"."""
     f = tmp_path / "s.jsonl"
