@@ -189,6 +189,24 @@ def test_warmup_covering_the_whole_run_warns(tmp_path, moons):
         BeliefNetwork(sweeps=4, burn_in=2, thin=1, structure_warmup=10, out=tmp_path / "r", progress=False).fit(tr[:50])
 
 
+def test_cli_warnings_are_one_line(tmp_path, capsys):
+    """The warm-up warning reaches a CLI user as one `chefs: warning:` line (not
+    Python's file:line: UserWarning form), and `chefs plot` of a run whose K+
+    trace is constant passes on no ArviZ "single value" warning."""
+    import warnings
+
+    run = tmp_path / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", DeprecationWarning)  # hidden outside __main__ by Python's default filters
+        assert main(["fit", "--data", "ring", "--sweeps", "4", "--burn-in", "2", "--thin", "1", "--warmup", "10",
+                     "--no-progress", "--out", str(run)]) == 0
+        err = capsys.readouterr().err
+        assert err == "chefs: warning: structure_warmup (10) covers all 4 sweeps: the structure stays at its start\n"
+        assert main(["plot", str(run)]) == 0
+        assert capsys.readouterr().err == ""
+
+
 def test_cli_fit_failing_before_the_run_writes_nothing(tmp_path):
     """A fit refused by its own input checks leaves --out untouched (no data
     files that would then block the corrected command, or overwrite an old run's)."""
