@@ -147,7 +147,7 @@ def write_points(out, X, names=None) -> None:
     import numpy as np
 
     header = ",".join(names) if names and len(names) == X.shape[1] else ""
-    if out is None or str(out) == "-":
+    if to_stdout(out):
         np.savetxt(sys.stdout, X, delimiter=",", fmt="%.8g", header=header, comments="")
         sys.stdout.flush()
         return

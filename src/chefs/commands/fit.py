@@ -61,7 +61,7 @@ def register(sub) -> None:
     fa.add_argument("run")
     fa.add_argument("--num", type=positive_int, default=2000)
     fa.add_argument("--seed", type=nonneg_int, default=0)
-    fa.add_argument("--out", default=None, help="output CSV (default, or -: standard output)")
+    fa.add_argument("--out", default=None, help="output CSV (default: standard output; - also means standard output)")
     fa.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     fa.add_argument("--chains", type=chain_list, default=None, metavar="I,J,...",
                     help="use only these chains' samples (default: all chains, pooled)")

@@ -76,7 +76,7 @@ def register(subparsers) -> None:
     s.add_argument("run")
     s.add_argument("--num", type=positive_int, required=True)
     s.add_argument("--out", default=None, help="CSV file, with the data's column names as header when known "
-                                               "(default, or -: standard output)")
+                                               "(default: standard output; - also means standard output)")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     s.add_argument("--seed", type=nonneg_int, default=0)
     s.set_defaults(func=_sample)

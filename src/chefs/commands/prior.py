@@ -87,9 +87,10 @@ def register(sub) -> None:
 
     ca = ps.add_parser("calibrate", help="the gamma giving a desired E[K+] for alpha and D",
                        description="The gamma giving a desired E[K+] for alpha and D: Monte Carlo root finding by "
-                       "reweighting draws, repeated until gamma moves by less than 2%% between rounds (at most 12 "
-                       "rounds; an error if the last round's root lay beyond the gamma its draws can reach). The achieved E[K+] is checked with --num fresh draws and "
-                       "reported with its standard error; exit status 1 when the target is more than 4 SE away.")
+                       "reweighting draws, repeated until gamma moves by less than 2% between rounds (at most 12 "
+                       "rounds; an error if the last round's root lay beyond the gamma its draws can reach). The "
+                       "achieved E[K+] is checked with --num fresh draws and reported with its standard error and "
+                       "its distance to the target in SE; exit status 1 when that is more than 4 SE.")
     ca.add_argument("--expected-nodes", type=positive_float, required=True)
     ca.add_argument("--alpha", type=positive_float, default=1.0)
     ca.add_argument("--num-observed", type=positive_int, default=1)
