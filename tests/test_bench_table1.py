@@ -104,6 +104,32 @@ def test_table1_reports_a_missing_data_file_before_running(tmp_path, monkeypatch
     assert not out.exists()  # nothing ran (ring comes first) and nothing was written
 
 
+@pytest.mark.parametrize("flags, msg", [
+    (["--datasets", "ring,ring"], "data set(s) ['ring'] listed more than once in --datasets"),
+    (["--datasets", ""], "--datasets is empty"),
+    (["--datasets", "ring", "--models", ""], "--models is empty"),
+    (["--datasets", "ring", "--models", ","], "--models is empty"),
+])
+def test_table1_refuses_duplicate_or_empty_lists(tmp_path, capsys, flags, msg):
+    """A data set listed twice ran twice and showed a fake "± 0.0000" spread; an
+    empty --models gave only the baseline row, an empty --datasets all nine."""
+    out = tmp_path / "t"
+    assert main(["bench", "table1", "--out", str(out), "--quick"] + flags) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error:") and msg in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["table1", "--datasets", "ring", "--models", "kde", "--quick"],
+                                     ["reconstruct", "--quick"]])
+def test_bench_out_that_is_a_file_is_one_clear_error(tmp_path, capsys, command):
+    f = tmp_path / "s.jsonl"
+    f.write_text("keep\n")
+    assert main(["bench"] + command + ["--out", str(f)]) == 2
+    assert capsys.readouterr().err == f"chefs: error: --out takes a directory; {f} is a file\n"
+    assert f.read_text() == "keep\n"
+
+
 def test_table1_chain_length_options(tmp_path, capsys):
     """--sweeps/--burn-in/--thin reach the belief-network fits, label the rows,
     and runs of different lengths are not merged into one table."""

@@ -46,6 +46,17 @@ def test_negative_hyperparameter_exit_2(tmp_path):
     assert e.value.code == 2
 
 
+def test_draw_reports_the_file_written(tmp_path, capsys):
+    """`--out d` writes d.png (matplotlib appends the extension): say so. A drawing
+    is rewritten in place (README: figures derived from a file)."""
+    g = tmp_path / "g.jsonl"
+    assert main(["prior", "sample", "--num-observed", "2", "--num", "2", "--out", str(g)]) == 0
+    capsys.readouterr()
+    assert main(["prior", "draw", str(g), "--out", str(tmp_path / "d")]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'd.png'}"
+    assert (tmp_path / "d.png").stat().st_size > 1000 and not (tmp_path / "d").exists()
+
+
 def test_calibrate_hits_target(capsys):
     assert main(["prior", "calibrate", "--expected-nodes", "6", "--alpha", "1", "--num-observed", "2",
                  "--num", "1500", "--seed", "1"]) == 0
@@ -54,9 +65,76 @@ def test_calibrate_hits_target(capsys):
     assert abs(float(est) - 6) < 4 * float(se)
 
 
+def test_calibrate_large_target_converges(capsys):
+    """Many nodes: the importance weights degenerate a few percent away from the
+    drawing gamma. The solver used to flip-flop between its bracket's ends and
+    report gamma = 48 with E[K+] = 229 for a target of 60, exit 0."""
+    assert main(["prior", "calibrate", "--expected-nodes", "60", "--num-observed", "1", "--num", "200",
+                 "--seed", "0"]) == 0
+    line = capsys.readouterr().out
+    est, se = line.split("E[K+] = ")[1].split(" from")[0].split(" ± ")
+    assert abs(float(est) - 60) < 4 * float(se)
+    assert "within 4 SE" in line and "NOT" not in line
+
+
+def test_calibrate_reports_a_missed_target(capsys, monkeypatch):
+    from chefs.priors import study
+
+    def fake(*args, **kwargs):
+        return {"gamma": 2.0, "expected_nodes": 4.5, "expected_nodes_se": 0.1, "z": -5.0, "rounds": 12,
+                "converged": False, "last_move": 0.05}
+
+    monkeypatch.setattr(study, "calibrate_gamma", fake)
+    assert main(["prior", "calibrate", "--expected-nodes", "5", "--num-observed", "3"]) == 1
+    cap = capsys.readouterr()
+    assert "5.0 SE away, NOT within 4 SE" in cap.out
+    assert "more than 4 SE" in cap.err and "still moved by 5.0%" in cap.err
+
+
+def test_calibrate_unreached_target_is_an_error(capsys, monkeypatch):
+    """A root beyond what the last round's draws can reach is an error, not a
+    gamma at the edge of the search reported with exit status 0."""
+    from chefs.priors import study
+
+    # the weights are trusted only at the drawing gamma itself
+    monkeypatch.setattr(study, "_ess", lambda logw: float(logw.size) if np.ptp(logw) < 1e-9 else 1.0)
+    assert main(["prior", "calibrate", "--expected-nodes", "40", "--num-observed", "1", "--num", "200"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error: calibration did not reach E[K+] = 40") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["prior", "sample"], ["prior", "mcmc", "--sweeps", "5"]])
+@pytest.mark.parametrize("order", ["nan", "0.2,nan,0.3", "1.5", "0.2,-0.1,0.3", "inf", "x"])
+def test_observed_order_rejects_nan_and_out_of_range(tmp_path, capsys, command, order):
+    with pytest.raises(SystemExit) as e:
+        main(command + ["--num-observed", "3", "--observed-order", order, "--out", str(tmp_path / "x")])
+    assert e.value.code == 2
+    assert "--observed-order: expected numbers in [0, 1] or 'free'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_observed_order_free_per_node(tmp_path):
+    out = tmp_path / "g.jsonl"
+    assert main(["prior", "sample", "--num-observed", "3", "--observed-order", "0.2,free,0.3", "--num", "4",
+                 "--out", str(out)]) == 0
+    graphs = list(read_jsonl(out))
+    assert all(g.fixed[:3].tolist() == [True, False, True] for g in graphs)
+
+
 def test_study_writes_csv_and_png(tmp_path):
     assert main(["prior", "study", "--out", str(tmp_path), "--num", "20"]) == 0
     assert (tmp_path / "prior_study.csv").exists() and (tmp_path / "prior_study.png").exists()
+
+
+@pytest.mark.parametrize("command", [["prior", "study", "--num", "20"], ["prior", "mcmc", "--num-observed", "2",
+                                                                          "--sweeps", "5"]])
+def test_out_that_is_a_file_is_one_clear_error(tmp_path, capsys, command):
+    """--out names a directory: an existing file leaked "[Errno 17] File exists"."""
+    f = tmp_path / "s.jsonl"
+    f.write_text("keep\n")
+    assert main(command + ["--out", str(f)]) == 2
+    assert capsys.readouterr().err == f"chefs: error: --out takes a directory; {f} is a file\n"
+    assert f.read_text() == "keep\n"
 
 
 def test_failed_sample_leaves_no_file(tmp_path, capsys):
@@ -69,6 +147,16 @@ def test_failed_sample_leaves_no_file(tmp_path, capsys):
     assert main(["prior", "sample", "--num-observed", "3", "--method", "finite", "--finite-K", "6", "--num", "4",
                  "--out", str(out)]) == 0
     assert len(out.read_text().splitlines()) == 4
+
+
+def test_finite_K_needs_method_finite(tmp_path, capsys):
+    """--finite-K without --method finite was silently ignored."""
+    out = tmp_path / "x.jsonl"
+    assert main(["prior", "sample", "--num-observed", "3", "--finite-K", "5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("chefs: error: --finite-K belongs to --method finite; --method chefs draws the infinite "
+                   "model\n")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("kind", ["cibp", "ecibp"])

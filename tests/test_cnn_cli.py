@@ -33,6 +33,10 @@ def test_cnn_sample_and_report_end_to_end(tmp_path, capsys):
 
 
 def test_cnn_cli_errors(tmp_path, capsys):
+    # a flag of the other proposal is refused, not ignored (only when given: the default is no error)
+    assert main(["cnn", "sample", "--toggle-weight", "0.5", "--out", str(tmp_path / "r")]) == 2
+    assert "--toggle-weight belongs to --proposal toggle" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
     assert main(["cnn", "sample", "--data", "nope", "--out", str(tmp_path / "r")]) == 2
     assert "mnist123" in capsys.readouterr().err
     assert main(["cnn", "report", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
@@ -166,3 +170,21 @@ def test_boolean_images_load(tmp_path):
     np.savez(f, X=np.random.default_rng(1).random((30, 8, 8)) > 0.5, y=np.arange(30) % 2)
     d = load_data(str(f))
     assert d.x_train.dtype == np.float32 and set(np.unique(d.x_train)) <= {0.0, 1.0}
+
+
+def test_cnn_commands_name_a_run_of_another_command(tmp_path, capsys):
+    """`chefs cnn resume/report` on a `chefs fit` run: what it is and what reads it."""
+    import numpy as np
+
+    data = tmp_path / "d.csv"
+    np.savetxt(data, np.random.default_rng(7).normal(size=(20, 2)), delimiter=",")
+    fit = tmp_path / "fit"
+    assert main(["fit", "--data", str(data), "--sweeps", "4", "--burn-in", "2", "--thin", "1", "--no-progress",
+                 "--out", str(fit)]) == 0
+    capsys.readouterr()
+    for argv in (["cnn", "resume", str(fit)], ["cnn", "report", str(fit), "--out", str(tmp_path / "r")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == (f"chefs: error: {fit} is a 'chefs fit' run, not a 'chefs cnn sample' run: read it with "
+                       f"'chefs summary|fantasy|plot|export {fit}', continue it with 'chefs resume {fit}'\n")
+    assert not (tmp_path / "r").exists()

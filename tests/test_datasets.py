@@ -336,3 +336,56 @@ def test_cli_baseline_and_named_hellinger(capsys):
     assert cli.main(["hellinger", "ring:train", "ring:test", "--num-mc", "2000"]) == 0
     assert float(capsys.readouterr().out) == pytest.approx(hd, abs=1e-4)
     assert 0 < hd < 0.1
+
+
+def _hdr_csv(tmp_path):
+    path = tmp_path / "hdr.csv"
+    np.savetxt(path, np.random.default_rng(2).normal(size=(40, 2)), delimiter=",", header="a,b", comments="")
+    return path
+
+
+def test_cli_data_show_csv_keeps_the_header_and_says_it_split(capsys, tmp_path):
+    """A CSV's training half keeps the file's column names (as `chefs fit` does),
+    and the summary says the file was split in halves, which `chefs fit` does not do."""
+    path, tr = _hdr_csv(tmp_path), tmp_path / "tr.csv"
+    assert cli.main(["data", "show", str(path), "--out-train", str(tr)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path} is a CSV file: split at random into 20 training and 20 test rows (seed 0)" in out
+    assert f"`chefs fit --data {path}` trains on all 40 rows" in out
+    assert re.search(r"^a\s", out, flags=re.M) and re.search(r"^b\s", out, flags=re.M)
+    assert tr.read_text().splitlines()[0] == "a,b"
+    np.testing.assert_array_equal(read_csv(tr), load_split(str(path))[0])
+
+
+def test_cli_data_show_refuses_an_existing_output_before_printing(capsys, tmp_path):
+    tr = tmp_path / "tr.csv"
+    tr.write_text("keep\n")
+    assert cli.main(["data", "show", "two-moons", "--out-test", str(tmp_path / "te.csv"), "--out-train", str(tr)]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err == f"chefs: error: {tr} exists; use --force to overwrite\n"
+    assert tr.read_text() == "keep\n" and not (tmp_path / "te.csv").exists()
+
+
+def test_cli_data_baseline_csv_note_and_checks_before_the_table(capsys, tmp_path):
+    path = _hdr_csv(tmp_path)
+    assert cli.main(["data", "baseline", str(path), "--num-mc", "200"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.splitlines()[1].startswith(str(path))
+    assert cap.err.startswith(f"chefs: note: {path} is a CSV file: split at random into 20 training and 20 test")
+    # a missing data file is reported before the table's header
+    assert cli.main(["data", "baseline", "ring", "wine", "--data-dir", str(tmp_path)]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.startswith("chefs: error:")
+
+
+@pytest.mark.parametrize("argv", [["data", "baseline", "ring", "--num-mc", "1"],
+                                  ["hellinger", "ring:train", "ring:test", "--num-mc", "50"]])
+def test_cli_num_mc_minimum_is_stated_and_checked_first(capsys, argv):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and "--num-mc: expected an integer >= 100" in cap.err
+    with pytest.raises(SystemExit):
+        cli.main(argv[:2] + ["--help"])
+    assert "at least 100" in capsys.readouterr().out

@@ -111,7 +111,7 @@ def test_conditional_model(tmp_path, moons):
         net.sample(10)
 
 
-def test_cli_fantasy_keeps_the_csv_header(tmp_path):
+def test_cli_fantasy_keeps_the_csv_header(tmp_path, capsys, monkeypatch):
     """Fantasy data of a model fitted on a CSV with a header come with that header
     (and a header-less file gives header-less fantasy data, as before)."""
     from chefs.cli import main
@@ -128,6 +128,13 @@ def test_cli_fantasy_keeps_the_csv_header(tmp_path):
     text = (tmp_path / "f.csv").read_text().splitlines()
     assert text[0] == "width,height" and len(text) == 6
     assert read_csv(tmp_path / "f.csv").shape == (5, 2)
+    # --out - (or no --out, as chefs outtree sample): standard output, no file named "-"
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    for out in (["--out", "-"], []):
+        assert main(["fantasy", str(run), "--num", "5"] + out) == 0
+        assert capsys.readouterr().out.splitlines() == text
+    assert not (tmp_path / "-").exists()
 
 
 def test_cli_fit_fantasy_plot(tmp_path, capsys):
@@ -182,6 +189,24 @@ def test_warmup_covering_the_whole_run_warns(tmp_path, moons):
         BeliefNetwork(sweeps=4, burn_in=2, thin=1, structure_warmup=10, out=tmp_path / "r", progress=False).fit(tr[:50])
 
 
+def test_cli_warnings_are_one_line(tmp_path, capsys):
+    """The warm-up warning reaches a CLI user as one `chefs: warning:` line (not
+    Python's file:line: UserWarning form), and `chefs plot` of a run whose K+
+    trace is constant passes on no ArviZ "single value" warning."""
+    import warnings
+
+    run = tmp_path / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", DeprecationWarning)  # hidden outside __main__ by Python's default filters
+        assert main(["fit", "--data", "ring", "--sweeps", "4", "--burn-in", "2", "--thin", "1", "--warmup", "10",
+                     "--no-progress", "--out", str(run)]) == 0
+        err = capsys.readouterr().err
+        assert err == "chefs: warning: structure_warmup (10) covers all 4 sweeps: the structure stays at its start\n"
+        assert main(["plot", str(run)]) == 0
+        assert capsys.readouterr().err == ""
+
+
 def test_cli_fit_failing_before_the_run_writes_nothing(tmp_path):
     """A fit refused by its own input checks leaves --out untouched (no data
     files that would then block the corrected command, or overwrite an old run's)."""
@@ -189,3 +214,34 @@ def test_cli_fit_failing_before_the_run_writes_nothing(tmp_path):
     run.mkdir()
     assert main(["fit", "--data", "ring", "--inputs", "5", "--sweeps", "4", "--no-progress", "--out", str(run)]) == 2
     assert not list(run.iterdir())
+
+
+def test_cli_fantasy_on_a_prior_mcmc_run_names_it(tmp_path, capsys):
+    run = tmp_path / "prior"
+    assert main(["prior", "mcmc", "--num-observed", "2", "--sweeps", "5", "--no-progress", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["fantasy", str(run), "--num", "3"]) == 2
+    assert capsys.readouterr().err == (f"chefs: error: {run} is a 'chefs prior mcmc' run, not a 'chefs fit' run: "
+                                       f"read it with 'chefs summary|export {run}', continue it with "
+                                       f"'chefs resume {run}'\n")
+
+
+def test_cli_fit_out_that_is_a_file_is_one_clear_error(tmp_path, capsys):
+    """--out of chefs fit names a run directory: a file leaked "[Errno 20] Not a directory"."""
+    f = tmp_path / "s.jsonl"
+    f.write_text("keep\n")
+    assert main(["fit", "--data", "ring", "--sweeps", "4", "--no-progress", "--out", str(f)]) == 2
+    assert capsys.readouterr().err == f"chefs: error: --out takes a directory; {f} is a file\n"
+    assert f.read_text() == "keep\n"
+
+
+def test_cli_fit_split_seed_is_for_named_data_sets(tmp_path, capsys):
+    """`chefs fit` trains on all rows of a CSV: an explicit --split-seed there is
+    an error instead of being silently ignored."""
+    data = tmp_path / "d.csv"
+    np.savetxt(data, np.random.default_rng(1).normal(size=(30, 2)), delimiter=",")
+    assert main(["fit", "--data", str(data), "--split-seed", "3", "--sweeps", "4", "--no-progress",
+                 "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error: --split-seed splits a named data set") and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()

@@ -234,7 +234,16 @@ def test_cli_fit_sample_score(tmp_path, capsys):
     assert main(["outtree", "fit", "--data", str(data), "--out", str(run)]) == 2  # no --force
     out = tmp_path / "s.csv"
     assert main(["outtree", "sample", str(run), "--num", "7", "--out", str(out), "--seed", "3"]) == 0
-    assert np.loadtxt(out, delimiter=",").shape == (7, 2)
+    # as chefs fantasy writes its points: the data's header, 8 significant digits
+    lines = out.read_text().splitlines()
+    assert lines[0] == "a,b" and len(lines) == 8
+    assert all(len(v.replace("-", "").replace(".", "").split("e")[0]) <= 8 for v in lines[1].split(","))
+    assert np.loadtxt(out, delimiter=",", skiprows=1).shape == (7, 2)
+    capsys.readouterr()
+    assert main(["outtree", "sample", str(run), "--num", "7", "--seed", "3"]) == 0  # standard output: the same
+    assert capsys.readouterr().out == out.read_text()
+    assert main(["outtree", "sample", str(run), "--num", "7", "--seed", "3", "--out", "-"]) == 0
+    assert capsys.readouterr().out == out.read_text()
     capsys.readouterr()
     assert main(["outtree", "score", str(run), str(data)]) == 0
     assert np.isfinite(float(capsys.readouterr().out.strip()))
@@ -258,6 +267,24 @@ def test_linearly_dependent_columns_are_refused(n):
     X[:, 2] += 1e-3 * rng.normal(size=n)  # nearly dependent but full rank: fitted
     if n > 4:
         OutTree(iters=2, normalizer_samples=50).fit(X, rng=0)
+
+
+def test_cli_sample_header_like_fantasy(tmp_path, capsys):
+    """A header-less CSV gives header-less points (as chefs fantasy); a named data
+    set gives its registry's column names."""
+    from chefs.cli import main
+
+    data = tmp_path / "d.csv"
+    np.savetxt(data, np.random.default_rng(6).normal(size=(20, 2)), delimiter=",")
+    assert main(["outtree", "fit", "--data", str(data), "--out", str(tmp_path / "run"), "--iters", "2"]) == 0
+    capsys.readouterr()
+    assert main(["outtree", "sample", str(tmp_path / "run"), "--num", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and np.loadtxt(lines, delimiter=",").shape == (3, 2)
+    assert main(["outtree", "fit", "--data", "ring", "--out", str(tmp_path / "ring"), "--iters", "2"]) == 0
+    capsys.readouterr()
+    assert main(["outtree", "sample", str(tmp_path / "ring"), "--num", "3"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "x,y"
 
 
 def test_cli_score_uses_the_fits_split_and_takes_any_points(tmp_path, capsys, monkeypatch):
@@ -568,3 +595,30 @@ def test_score_samples_integrates_to_one_in_data_space(monkeypatch):
     assert abs(log_mass()) < Z * se, (log_mass(), se)  # log mass -0.016, se 0.021
     monkeypatch.setattr(OutTree, "log_jacobian_", property(lambda self: 0.0))
     assert abs(log_mass()) > Z * se
+
+
+def test_cli_runs_of_other_commands_are_named(tmp_path, capsys):
+    """An outtree run handed to the belief-network commands (and a `chefs fit` run
+    handed to outtree) says what it is and which commands read it, instead of
+    "not a run directory (no config.json)"."""
+    from chefs.cli import main
+
+    data = tmp_path / "d.csv"
+    np.savetxt(data, np.random.default_rng(7).normal(size=(20, 2)), delimiter=",")
+    ot = tmp_path / "ot"
+    assert main(["outtree", "fit", "--data", str(data), "--out", str(ot), "--iters", "2"]) == 0
+    capsys.readouterr()
+    for argv in (["summary", str(ot)], ["resume", str(ot)], ["export", str(ot), "--out", str(tmp_path / "e.jsonl")],
+                 ["fantasy", str(ot), "--out", str(tmp_path / "f.csv")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == (f"chefs: error: {ot} is a 'chefs outtree fit' run, not a 'chefs fit' or 'chefs prior mcmc' "
+                       f"run: draw from it with 'chefs outtree sample {ot} --num N' and score data with "
+                       f"'chefs outtree score {ot} DATA'\n")
+    fit = tmp_path / "fit"
+    assert main(["fit", "--data", str(data), "--sweeps", "4", "--burn-in", "2", "--thin", "1", "--no-progress",
+                 "--out", str(fit)]) == 0
+    capsys.readouterr()
+    assert main(["outtree", "sample", str(fit), "--num", "2"]) == 2
+    assert capsys.readouterr().err.startswith(f"chefs: error: {fit} is a 'chefs fit' run, not a 'chefs outtree "
+                                              f"fit' run: read it with 'chefs summary|fantasy|plot|export {fit}'")

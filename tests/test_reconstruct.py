@@ -212,6 +212,26 @@ def test_cli_quick_smoke(tmp_path, capsys):
     assert (out / "reconstruct.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize("flags, msg", [
+    (["--priors", "icp,icp"], "prior(s) ['icp'] listed more than once in --priors"),
+    (["--priors", ""], "--priors is empty"),
+    (["--num-test", "5000"], "500 training and 5000 test images requested, but the data have 1797 images in 10 "
+                             "classes, split evenly per class (the smallest has 174): at most 1748 images in all; "
+                             "--num-test at most 1248 with --num-train 500"),
+    (["--num-train", "1700", "--num-test", "100"], "--num-train at most 1648 with --num-test 100"),
+])
+def test_cli_refuses_bad_lists_and_sizes(tmp_path, capsys, flags, msg):
+    """Duplicated priors wrote identical rows into one runs/ directory; the split's
+    error spoke of one class's counts instead of the totals a user can type."""
+    from chefs.cli import main
+
+    out = tmp_path / "rec"
+    assert main(["bench", "reconstruct", "--out", str(out), "--quick"] + flags) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error:") and msg in err and err.count("\n") == 1
+    assert not out.exists()
+
+
 def test_data_dir_csv(tmp_path):
     from chefs.bench.reconstruct import load_digits_data, split
 

@@ -2,7 +2,8 @@
 
 Each module in :mod:`chefs.commands` defines ``register(subparsers)`` that adds
 its sub-commands; every sub-command sets ``func(args) -> int``. User errors
-(``ValueError``, missing files) print one line and exit with status 2.
+(``ValueError``, missing files) print one line and exit with status 2; a
+warning prints one line, ``chefs: warning: ...``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import warnings
 
 from . import __version__, commands
 
@@ -58,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A library warning reaches a CLI user as one line, without the source location."""
+    text = " ".join(str(message).split())
+    print(f"chefs: warning: {text}", file=sys.stderr if file is None else file)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -65,7 +73,9 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning  # restored when the command returns
+            return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError) as err:
         print(f"chefs: error: {err}", file=sys.stderr)
         return 2

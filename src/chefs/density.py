@@ -327,7 +327,9 @@ class BeliefNetwork:
         mode) changes the estimate from the pooled chains to the chosen ones."""
         spec = load_spec(run_dir)
         if spec.get("model", {}).get("name") != "nlgbn":
-            raise ValueError(f"{run_dir} is not a density-estimation run")
+            from .runkind import other_run_message
+
+            raise ValueError(other_run_message(run_dir, "chefs fit") or f"{run_dir} is not a density-estimation run")
         net = cls(sweeps=spec["sweeps"], burn_in=spec["burn_in"], thin=spec["thin"], chains=spec["chains"],
                   seed=spec["seed"], out=run_dir)
         net.run_dir_ = Path(run_dir)

@@ -62,12 +62,20 @@ def draw_dag(g: DAG, ax=None, title: str | None = None, node_size: float = 120):
     return ax
 
 
+def image_path(path) -> Path:
+    """The file a picture saved to ``path`` lands in: matplotlib appends ``.png``
+    to a name without an extension (``d`` -> ``d.png``)."""
+    path = Path(path)
+    return path if path.suffix else path.with_name(path.name + ".png")
+
+
 def save_dag_png(g: DAG, path, title: str | None = None) -> Path:
+    """Save a drawing of ``g``; returns the file written (see :func:`image_path`)."""
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(6, 6))
     draw_dag(g, ax, title)
     fig.tight_layout()
-    path = Path(path)
+    path = image_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

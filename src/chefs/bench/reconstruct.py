@@ -71,15 +71,34 @@ def load_digits_data(data_dir=None, log=None) -> tuple[np.ndarray, np.ndarray]:
 def split(X, y, num_train: int, num_test: int, seed: int):
     """Stratified seeded split: about num_train/10 and num_test/10 images per class."""
     rng = np.random.default_rng([seed, 5])
-    classes = np.unique(y)
+    classes, sizes = np.unique(y, return_counts=True)
     k = classes.size
+
+    def fits(a, b):
+        n = [a // k + (j < a % k) + b // k + (j < b % k) for j in range(k)]
+        return all(n_j <= s for n_j, s in zip(n, sizes))
+
+    if not fits(num_train, num_test):
+        def most(f):  # the largest n >= 0 with f(n), -1 if none
+            lo, hi = -1, int(sizes.sum())
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if f(mid) else (lo, mid - 1)
+            return lo
+
+        limits = [f"at most {most(lambda n: fits(n, 0))} images in all"]
+        if (t := most(lambda n: fits(num_train, n))) >= 1:
+            limits.append(f"--num-test at most {t} with --num-train {num_train}")
+        if (t := most(lambda n: fits(n, num_test))) >= 1:
+            limits.append(f"--num-train at most {t} with --num-test {num_test}")
+        raise ValueError(f"{num_train} training and {num_test} test images requested, but the data have "
+                         f"{int(sizes.sum())} images in {k} classes, split evenly per class (the smallest has "
+                         f"{int(sizes.min())}): {'; '.join(limits)}")
     tr, te = [], []
     for j, c in enumerate(classes):
         idx = rng.permutation(np.flatnonzero(y == c))
         n_tr = num_train // k + (1 if j < num_train % k else 0)
         n_te = num_test // k + (1 if j < num_test % k else 0)
-        if n_tr + n_te > idx.size:
-            raise ValueError(f"class {c} has {idx.size} images, fewer than {n_tr} + {n_te} requested")
         tr.extend(idx[:n_tr])
         te.extend(idx[n_tr:n_tr + n_te])
     return np.sort(tr), np.sort(te)
@@ -135,19 +154,28 @@ def run_reconstruct(out, priors=("cibp", "icp"), seed: int = 0, quick: bool = Fa
             raise ValueError(f"unknown setting {k!r}")
         if v is not None:
             settings[k] = int(v)
+    priors = list(priors)
+    if not priors:
+        raise ValueError(f"--priors is empty; choose from {', '.join(PRIORS)}")
+    twice = sorted({p for p in priors if priors.count(p) > 1})
+    if twice:  # both would fit into the same runs/PRIOR-SEED and give identical rows
+        raise ValueError(f"prior(s) {twice} listed more than once in --priors")
     bad = [p for p in priors if p not in PRIORS]
-    if bad or not priors:
+    if bad:
         raise ValueError(f"unknown prior(s) {bad}; choose from {', '.join(PRIORS)}")
     if settings["burn_in"] >= settings["sweeps"]:
         raise ValueError(f"burn-in ({settings['burn_in']}) must be smaller than sweeps ({settings['sweeps']})")
     if settings["num_train"] < 20 or settings["num_test"] < 1:
         raise ValueError("need at least 20 training images and 1 test image")
     out = Path(out)
+    from ..runkind import refuse_file_as_dir
+
+    refuse_file_as_dir(out)
     if (out / "reconstruct.csv").exists() and not force:
         raise FileExistsError(f"{out / 'reconstruct.csv'} exists; use --force to replace it (or another --out)")
     X, y = load_digits_data(data_dir, log)
-    out.mkdir(parents=True, exist_ok=True)
     tr, te = split(X, y, settings["num_train"], settings["num_test"], seed)
+    out.mkdir(parents=True, exist_ok=True)
     train, test = X[tr], X[te]
     mask = bottom_half_mask(test.shape[0])
     baseline = np.where(mask, train.mean(axis=0), test)

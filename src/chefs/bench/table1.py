@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..evaluation import hellinger
+from ..runkind import refuse_file_as_dir
 
 DATASETS = ("ring", "two-moons", "pinwheel", "geyser", "iris", "yeast", "abalone", "cloud", "wine")
 MODELS = ("icp", "cibp", "ecibp", "kde", "dpgmm", "outtree")
@@ -176,9 +177,18 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError("--sweeps/--burn-in/--thin/--margin set the belief networks' chains, but none of icp, cibp, "
                          "ecibp is among the models")
     out = Path(out)
-    twice = sorted({m for m in models if list(models).count(m) > 1})
+    refuse_file_as_dir(out)
+    models, datasets = list(models), list(datasets)
+    if not models:
+        raise ValueError(f"--models is empty; choose from {', '.join(MODELS)}")
+    if not datasets:
+        raise ValueError(f"--datasets is empty; choose from {', '.join(DATASETS)} (leave it out for all nine)")
+    twice = sorted({m for m in models if models.count(m) > 1})
     if twice:
         raise ValueError(f"model(s) {twice} listed more than once in --models")
+    twice = sorted({d for d in datasets if datasets.count(d) > 1})
+    if twice:  # a set run twice would show a spread of 0 between identical runs as a "± 0.0000"
+        raise ValueError(f"data set(s) {twice} listed more than once in --datasets")
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         raise ValueError(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
@@ -435,6 +445,7 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
         merged.append(r)
     rows = merged
     out = Path(out)
+    refuse_file_as_dir(out)
     if (out / "table1.csv").exists() and not force:
         raise FileExistsError(f"{out / 'table1.csv'} exists; use --force to replace it")
     out.mkdir(parents=True, exist_ok=True)

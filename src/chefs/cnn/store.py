@@ -78,6 +78,9 @@ def _clean(v):
 def check_target(path, force: bool = False) -> Path:
     """Raise unless ``path`` can be (re)written: absent, or ``force`` and a run directory or empty."""
     path = Path(path)
+    from ..runkind import refuse_file_as_dir
+
+    refuse_file_as_dir(path)
     if path.exists():
         if not force:
             hint = (f", or continue it with 'chefs cnn resume {path}'"
@@ -159,11 +162,21 @@ def write_config(path, config: dict) -> None:
     os.replace(tmp, path / "config.json")
 
 
+def _refuse_other_run(path) -> None:
+    """A run of ``chefs fit``, ``prior mcmc`` or ``outtree fit``: say so and name its commands."""
+    from ..runkind import other_run_message
+
+    wrong = other_run_message(path, "chefs cnn sample")
+    if wrong:
+        raise ValueError(wrong)
+
+
 def read_config(path) -> dict:
     """``path/config.json`` of a run directory (complete or not)."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"no such run directory: {path}")
+    _refuse_other_run(path)
     f = path / "config.json"
     if not f.is_file():
         raise ValueError(f"{path} is not a run directory (no config.json)")
@@ -376,6 +389,7 @@ def read_run(path) -> dict:
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"no such run directory: {path}")
+    _refuse_other_run(path)
     missing = [f for f in RUN_FILES if not (path / f).is_file()]
     if not missing and not read_config(path).get("complete", False):
         raise ValueError(f"{path} is not a complete run directory (its chains have not finished); "

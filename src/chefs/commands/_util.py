@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -36,6 +37,26 @@ def nonneg_int(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text}")
     return v
+
+
+def observed_order_arg(text: str):
+    """``--observed-order``: one order value in [0, 1] for all observed nodes, or
+    one per node (comma-separated); ``free`` leaves a node's order free (drawn
+    from U(0, 1)). NaN is refused: it is no order value."""
+    vals = []
+    for part in text.split(","):
+        part = part.strip()
+        if part.lower() == "free":
+            vals.append(None)
+            continue
+        try:
+            v = float(part)
+        except ValueError:
+            v = math.nan
+        if not 0 <= v <= 1:  # also NaN
+            raise argparse.ArgumentTypeError(f"expected numbers in [0, 1] or 'free', got {part!r}")
+        vals.append(v)
+    return vals[0] if len(vals) == 1 else vals
 
 
 def note_if_incomplete(run) -> None:
@@ -105,6 +126,38 @@ def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = Fal
         raise ValueError(f"{spec!r}: after ':' write train or test")
     train, test = datasets.load_split(name, seed=seed, data_dir=data_dir, download=download)
     return train if part == "train" else test
+
+
+def data_column_names(spec: str) -> list[str] | None:
+    """The column names of what :func:`load_data_spec` reads: a CSV file's header
+    (None without one) or a data set's registry names."""
+    from .. import datasets
+    from ..datasets.files import csv_column_names
+
+    if os.path.isfile(spec):
+        return csv_column_names(spec)
+    key = datasets.resolve_name(spec.rpartition(":")[0] if ":" in spec else spec)
+    return list(datasets.DATASETS[key].columns) if key is not None else None
+
+
+def write_points(out, X, names=None) -> None:
+    """Sampled points as CSV, as ``chefs fantasy`` and ``chefs outtree sample``
+    write them: a header of column names when they are known (none otherwise)
+    and 8 significant digits; ``out`` None or ``-``: standard output."""
+    import numpy as np
+
+    header = ",".join(names) if names and len(names) == X.shape[1] else ""
+    if to_stdout(out):
+        np.savetxt(sys.stdout, X, delimiter=",", fmt="%.8g", header=header, comments="")
+        sys.stdout.flush()
+        return
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savetxt(out, X, delimiter=",", fmt="%.8g", header=header, comments="")
+
+
+def to_stdout(out) -> bool:
+    return out is None or str(out) == "-"
 
 
 def refuse_existing(path, force: bool) -> None:

@@ -57,11 +57,16 @@ def register(sub) -> None:
     b.set_defaults(func=lambda args: (b.print_help(), 2)[1])
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated list (empty items dropped: "" is the empty list)."""
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
 def cmd_table1(args) -> int:
     from ..bench.table1 import DATASETS, run_table1
 
-    datasets = tuple(d.strip() for d in args.datasets.split(",")) if args.datasets else DATASETS
-    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    datasets = _names(args.datasets) if args.datasets is not None else DATASETS
+    models = _names(args.models)
     seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
                       jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
@@ -83,7 +88,7 @@ def cmd_table1_merge(args) -> int:
 def cmd_reconstruct(args) -> int:
     from ..bench.reconstruct import run_reconstruct
 
-    priors = tuple(p.strip() for p in args.priors.split(",") if p.strip())
+    priors = _names(args.priors)
     burn_in = args.burn_in
     if burn_in is None and args.sweeps is not None:
         burn_in = args.sweeps // 2

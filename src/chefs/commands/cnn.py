@@ -85,9 +85,9 @@ def register(subparsers) -> None:
                    help="initial graph: X->Y (default), X and Y without edges, or a prior draw")
     s.add_argument("--proposal", choices=("rjmcmc", "toggle"), default="rjmcmc",
                    help="structure moves: the ICP's RJMCMC moves (default) or edge toggles + node births on edges")
-    s.add_argument("--toggle-weight", type=_unit_interval, default=0.5,
+    s.add_argument("--toggle-weight", type=_unit_interval, default=None,
                    help="--proposal toggle only: probability of an edge-toggle move, else birth/death "
-                        "(default %(default)s)")
+                        "(default 0.5)")
     s.add_argument("--no-refresh", dest="refresh", action="store_false",
                    help="do not give the current network the same extra training as a proposal "
                         "(halves the cost, biases towards accepting)")
@@ -186,6 +186,9 @@ def _cmd_sample(args) -> int:
     from ..cnn.store import check_target, start_run
     from ..cnn.train import TrainConfig, check_device
 
+    if args.toggle_weight is not None and args.proposal != "toggle":
+        raise ValueError(f"--toggle-weight belongs to --proposal toggle; --proposal {args.proposal} has no "
+                         "edge-toggle moves")
     check_target(args.out, args.force)
     check_device(args.device)
     data = load_data(args.data, seed=args.seed, classes=args.classes, test_fraction=args.test_fraction,
@@ -196,7 +199,8 @@ def _cmd_sample(args) -> int:
                         device=args.device, threads=args.threads, tf32=args.tf32)
     cfg = ChainConfig(alpha=args.alpha, gamma=args.gamma, phi=args.phi, n_bins=args.bins,
                       base_channels=args.channels, channel_rule=args.channel_rule, samples=args.samples,
-                      burn_in=args.burn_in, thin=args.thin, init=args.init, toggle_weight=args.toggle_weight,
+                      burn_in=args.burn_in, thin=args.thin, init=args.init,
+                      toggle_weight=0.5 if args.toggle_weight is None else args.toggle_weight,
                       proposal=args.proposal,
                       refresh=args.refresh, max_seconds=args.max_seconds, train=train)
     spec = args.data if args.data in ("mnist123", "digits") else str(Path(args.data).resolve())

@@ -3,12 +3,14 @@ Table 1 and the Hellinger distance between two samples."""
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from ._util import load_data_spec, nonneg_int, positive_int
+from ._util import load_data_spec, nonneg_int
 
 
 def _add_data_dir(p) -> None:
@@ -26,8 +28,20 @@ def _add_data_dir(p) -> None:
     )
 
 
+def _num_mc(text: str) -> int:
+    from ..evaluation import MIN_NUM_MC
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < MIN_NUM_MC:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {MIN_NUM_MC}, got {text}")
+    return v
+
+
 def register(subparsers) -> None:
-    from ..evaluation import DEFAULT_NUM_MC
+    from ..evaluation import DEFAULT_NUM_MC, MIN_NUM_MC
 
     h = subparsers.add_parser(
         "hellinger",
@@ -41,7 +55,8 @@ def register(subparsers) -> None:
     h.add_argument("a", metavar="A", help="CSV file or NAME[:train|:test]")
     h.add_argument("b", metavar="B", help="CSV file or NAME[:train|:test]")
     h.add_argument("--seed", type=nonneg_int, default=0, help="seed of the Monte Carlo draws (and of data set splits)")
-    h.add_argument("--num-mc", type=positive_int, default=DEFAULT_NUM_MC, help="Monte Carlo draws (default %(default)s)")
+    h.add_argument("--num-mc", type=_num_mc, default=DEFAULT_NUM_MC,
+                   help=f"Monte Carlo draws, at least {MIN_NUM_MC} (default %(default)s)")
     h.add_argument("--verbose", action="store_true", help="also print the Bhattacharyya coefficient and standard errors")
     _add_data_dir(h)
     h.set_defaults(func=_cmd_hellinger)
@@ -54,7 +69,10 @@ def register(subparsers) -> None:
     _add_data_dir(ls)
     ls.set_defaults(func=_cmd_list)
 
-    sh = dsub.add_parser("show", help="summary of one data set's split; optionally write it as CSV")
+    sh = dsub.add_parser("show", help="summary of one data set's split; optionally write it as CSV",
+                         description="Summary of one data set's train/test split; optionally write the halves as "
+                         "CSV. A CSV file is split the same way (a seeded random half for training), although "
+                         "`chefs fit --data FILE.csv` trains on all its rows.")
     sh.add_argument("name", metavar="NAME", help="data set name or CSV file")
     sh.add_argument("--seed", type=nonneg_int, default=0, help="seed of generation, dequantisation and split")
     sh.add_argument("--no-dequantize", dest="dequantize", action="store_false", help="keep discrete columns as they are")
@@ -64,10 +82,14 @@ def register(subparsers) -> None:
     _add_data_dir(sh)
     sh.set_defaults(func=_cmd_show)
 
-    bl = dsub.add_parser("baseline", help="the BASELINE row of Table 1: HD between training and test set")
-    bl.add_argument("names", metavar="NAME", nargs="*", help="data sets (default: all nine)")
+    bl = dsub.add_parser("baseline", help="the BASELINE row of Table 1: HD between training and test set",
+                         description="The BASELINE row of Table 1: the Hellinger distance between the training "
+                         "and test halves of each data set. A CSV file is split into halves at random (seeded), "
+                         "although `chefs fit --data FILE.csv` trains on all its rows.")
+    bl.add_argument("names", metavar="NAME", nargs="*", help="data sets or CSV files (default: all nine)")
     bl.add_argument("--seed", type=nonneg_int, default=0, help="seed of the data and of the Monte Carlo draws")
-    bl.add_argument("--num-mc", type=positive_int, default=DEFAULT_NUM_MC, help="Monte Carlo draws (default %(default)s)")
+    bl.add_argument("--num-mc", type=_num_mc, default=DEFAULT_NUM_MC,
+                    help=f"Monte Carlo draws, at least {MIN_NUM_MC} (default %(default)s)")
     _add_data_dir(bl)
     bl.set_defaults(func=_cmd_baseline)
 
@@ -111,18 +133,29 @@ def _cmd_list(args) -> int:
     return 0
 
 
-def _write_csv(path: str, x: np.ndarray, columns, force: bool) -> None:
+def _refuse_existing_outputs(paths, force: bool) -> None:
+    for path in paths:
+        if path is not None and Path(path).exists() and not force:
+            raise FileExistsError(f"{path} exists; use --force to overwrite")
+
+
+def _write_csv(path: str, x: np.ndarray, columns) -> None:
     p = Path(path)
-    if p.exists() and not force:
-        raise FileExistsError(f"{p} exists; use --force to overwrite")
     tmp = p.with_name(p.name + ".part")
     np.savetxt(tmp, x, delimiter=",", header=",".join(columns), comments="", fmt="%.17g")
     os.replace(tmp, p)
 
 
+def _csv_split_note(name: str, n_train: int, n_test: int, seed: int) -> str:
+    return (f"{name} is a CSV file: split at random into {n_train} training and {n_test} test rows (seed {seed}), "
+            f"as a data set of Table 1 is; `chefs fit --data {name}` trains on all {n_train + n_test} rows")
+
+
 def _cmd_show(args) -> int:
     from .. import datasets
+    from ..datasets.files import csv_column_names
 
+    _refuse_existing_outputs([args.out_train, args.out_test], args.force)  # before any output
     train, test = datasets.load_split(
         args.name, seed=args.seed, data_dir=args.data_dir, dequantize=args.dequantize, download=args.download
     )
@@ -134,9 +167,11 @@ def _cmd_show(args) -> int:
         columns = list(spec.columns)
         print(f"{spec.name} ({spec.dimension}-D, {spec.kind}): {spec.description}")
         print(f"source: {spec.source}")
-    else:
-        columns = [f"x{j + 1}" for j in range(raw.shape[1])]
+    else:  # the file's header names, as `chefs fit` keeps them
+        header = csv_column_names(args.name)
+        columns = header if header and len(header) == raw.shape[1] else [f"x{j + 1}" for j in range(raw.shape[1])]
         print(f"{args.name}: CSV, {raw.shape[1]} columns")
+        print(_csv_split_note(args.name, train.shape[0], test.shape[0], args.seed))
     print(f"train {train.shape[0]} rows, test {test.shape[0]} rows, seed {args.seed}, "
           f"dequantised {'yes' if args.dequantize else 'no'}")
     both = np.vstack([train, test])
@@ -146,10 +181,10 @@ def _cmd_show(args) -> int:
         step = f"{steps[j]:.4g} (discrete)" if steps[j] > 0 else "continuous"
         print(f"{c:<22} {col.mean():>11.4g} {col.std(ddof=1):>11.4g} {col.min():>11.4g} {col.max():>11.4g}  {step}")
     if args.out_train:
-        _write_csv(args.out_train, train, columns, args.force)
+        _write_csv(args.out_train, train, columns)
         print(f"wrote {args.out_train}")
     if args.out_test:
-        _write_csv(args.out_test, test, columns, args.force)
+        _write_csv(args.out_test, test, columns)
         print(f"wrote {args.out_test}")
     return 0
 
@@ -162,10 +197,15 @@ def _cmd_baseline(args) -> int:
     for name in names:
         if datasets.resolve_name(name) is None and not os.path.isfile(name):
             raise ValueError(f"unknown data set {name!r} (known: {', '.join(datasets.DATASETS)})")
+    # every data set is read before the table starts: a missing or bad file is an error, not a half table
+    splits = [datasets.load_split(name, seed=args.seed, data_dir=args.data_dir, download=args.download)
+              for name in names]
     print(f"{'data set':<12} {'dim':>3} {'train':>6} {'test':>6} {'HD':>8} {'se':>8}")
-    for name in names:
-        train, test = datasets.load_split(name, seed=args.seed, data_dir=args.data_dir, download=args.download)
+    for name, (train, test) in zip(names, splits):
         est = hellinger_estimate(train, test, seed=args.seed, num_mc=args.num_mc)
         print(f"{name:<12} {train.shape[1]:>3} {train.shape[0]:>6} {test.shape[0]:>6} "
               f"{est.distance:>8.4f} {est.distance_se:>8.4f}")
+    for name, (train, test) in zip(names, splits):
+        if datasets.resolve_name(name) is None:
+            print(f"chefs: note: {_csv_split_note(name, train.shape[0], test.shape[0], args.seed)}", file=sys.stderr)
     return 0

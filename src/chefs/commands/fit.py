@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..runkind import refuse_file_as_dir
 from ._util import (chain_list, nonneg_int, note_if_incomplete, positive_float, positive_int,
-                    print_chain_comparison)
+                    print_chain_comparison, refuse_existing, to_stdout, write_points)
 
 
 def register(sub) -> None:
@@ -19,7 +20,9 @@ def register(sub) -> None:
     f = sub.add_parser("fit", help="fit an ICP belief network (NLGBN) to data by MCMC")
     f.add_argument("--data", required=True, help="a data set name (chefs data list) or a CSV file of numbers")
     f.add_argument("--data-dir", default=None, help="directory with the UCI/R files (default: $CHEFS_DATA)")
-    f.add_argument("--split-seed", type=nonneg_int, default=0, help="seed of the train/test split")
+    f.add_argument("--split-seed", type=nonneg_int, default=None,
+                   help="named data sets only: seed of the train/test split (default 0); a CSV file is not split, "
+                        "the fit trains on all its rows")
     f.add_argument("--prior", choices=["icp", "cibp", "ecibp"], default="icp", help="structure prior")
     f.add_argument("--sweeps", type=positive_int, default=600)
     f.add_argument("--burn-in", type=nonneg_int, default=300)
@@ -58,8 +61,8 @@ def register(sub) -> None:
     fa.add_argument("run")
     fa.add_argument("--num", type=positive_int, default=2000)
     fa.add_argument("--seed", type=nonneg_int, default=0)
-    fa.add_argument("--out", required=True, help="output CSV")
-    fa.add_argument("--force", action="store_true")
+    fa.add_argument("--out", default=None, help="output CSV (default: standard output; - also means standard output)")
+    fa.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     fa.add_argument("--chains", type=chain_list, default=None, metavar="I,J,...",
                     help="use only these chains' samples (default: all chains, pooled)")
     fa.set_defaults(func=cmd_fantasy)
@@ -104,8 +107,12 @@ def cmd_fit(args) -> int:
         raise ValueError(f"{', '.join(icp_only)} belong(s) to --prior icp; the {args.prior.upper()}'s per-layer "
                          "alpha and beta are sampled under their top-hat priors")
     alpha, gamma, phi = (1.0 if v is None else v for v in (args.alpha, args.gamma, args.phi))
-    train, test, label = load_data(args.data, args.data_dir, args.split_seed)
+    train, test, label = load_data(args.data, args.data_dir, 0 if args.split_seed is None else args.split_seed)
+    if test is None and args.split_seed is not None:
+        raise ValueError(f"--split-seed splits a named data set; the fit trains on all rows of the CSV file "
+                         f"{args.data} (`chefs data show {args.data} --out-train F.csv` writes a seeded half of it)")
     out = Path(args.out)
+    refuse_file_as_dir(out)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it")
     net = BeliefNetwork(prior=args.prior, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains,
@@ -181,9 +188,8 @@ def _columns(text: str):
 def cmd_fantasy(args) -> int:
     from ..density import BeliefNetwork
 
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise FileExistsError(f"{out} exists; use --force to overwrite it")
+    if not to_stdout(args.out):
+        refuse_existing(args.out, args.force)
     net = BeliefNetwork.load(args.run, chains=args.chains)
     note_if_incomplete(args.run)
     given = None
@@ -192,10 +198,9 @@ def cmd_fantasy(args) -> int:
         ref = np.load(run / "test.npy") if (run / "test.npy").exists() else np.load(run / "train.npy")
         given = ref[np.random.default_rng(args.seed).integers(0, ref.shape[0], args.num)]
     X = net.sample(args.num, rng=args.seed, inputs=given)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    names = _column_names(args.run, X.shape[1])  # the data set's column names, when known
-    np.savetxt(out, X, delimiter=",", fmt="%.8g", header=",".join(names) if names else "", comments="")
-    print(f"wrote {args.num} fantasy points to {out}")
+    write_points(args.out, X, _column_names(args.run, X.shape[1]))  # the data set's column names, when known
+    if not to_stdout(args.out):
+        print(f"wrote {args.num} fantasy points to {args.out}")
     return 0
 
 
@@ -209,6 +214,7 @@ def cmd_plot(args) -> int:
     out = Path(args.out) if args.out else run / "plots"
     net = BeliefNetwork.load(run, chains=args.chains)  # before creating anything: a wrong path leaves no directory behind
     note_if_incomplete(run)
+    refuse_file_as_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     ref = np.load(run / "test.npy") if (run / "test.npy").exists() else np.load(run / "train.npy")
     fantasy = net.sample(ref.shape[0], rng=args.seed, inputs=ref if net.inputs else None)

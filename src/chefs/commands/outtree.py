@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from ._util import load_data_spec, nonneg_int, positive_int, refuse_existing
+from ._util import data_column_names, load_data_spec, nonneg_int, positive_int, refuse_existing, to_stdout, write_points
 
 
 def _fit(args) -> int:
@@ -22,7 +23,8 @@ def _fit(args) -> int:
     print(f"fitting the out-tree to {X.shape[0]} x {X.shape[1]} points by variational Bayes "
           f"(at most {args.iters} iterations; O(T^3) per iteration)", file=sys.stderr, flush=True)
     model = OutTree(iters=args.iters).fit(X, rng=np.random.default_rng(args.seed))
-    model.save(run, force=args.force, extra={"data": args.data, "seed": args.seed, "split_seed": args.split_seed})
+    model.save(run, force=args.force, extra={"data": args.data, "seed": args.seed, "split_seed": args.split_seed,
+                                             "columns": data_column_names(args.data)})
     print(f"fitted {X.shape[0]} x {X.shape[1]} in {model.fit_seconds_:.1f} s, "
           f"{len(model.elbo_)} VB iterations, ELBO {model.elbo_[-1]:.4f}; saved to {run}")
     return 0
@@ -31,14 +33,15 @@ def _fit(args) -> int:
 def _sample(args) -> int:
     from chefs.outtree import OutTree
 
-    if args.out:
+    if not to_stdout(args.out):
         refuse_existing(args.out, args.force)
     model = OutTree.load(args.run)
     Y = model.sample(args.num, np.random.default_rng(args.seed))
-    if args.out:
-        np.savetxt(args.out, Y, delimiter=",")
-    else:
-        np.savetxt(sys.stdout, Y, delimiter=",")
+    names = model.meta_.get("columns")
+    if "columns" not in model.meta_ and isinstance(model.meta_.get("data"), str) \
+            and not os.path.isfile(model.meta_["data"]):  # a run from before the names were saved
+        names = data_column_names(model.meta_["data"])
+    write_points(args.out, Y, names)  # as chefs fantasy writes them
     return 0
 
 
@@ -72,7 +75,8 @@ def register(subparsers) -> None:
     s = sub.add_parser("sample", help="draw fantasy points from a fitted RUN")
     s.add_argument("run")
     s.add_argument("--num", type=positive_int, required=True)
-    s.add_argument("--out", default=None, help="CSV file (default: stdout)")
+    s.add_argument("--out", default=None, help="CSV file, with the data's column names as header when known "
+                                               "(default: standard output; - also means standard output)")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     s.add_argument("--seed", type=nonneg_int, default=0)
     s.set_defaults(func=_sample)

@@ -5,22 +5,12 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from ._util import nonneg_int, positive_float, positive_int, refuse_existing
-
-
-def _order_arg(text: str):
-    vals = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            vals.append(float(part))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--observed-order takes numbers in [0, 1], got {part!r}") from None
-    return vals[0] if len(vals) == 1 else vals
+from ._util import nonneg_int, observed_order_arg, positive_float, positive_int, refuse_existing
 
 
 def _add_prior_flags(p, prior_help: str, max_layers_help: str) -> None:
@@ -68,12 +58,14 @@ def register(sub) -> None:
     _add_prior_flags(s, "icp (default), cibp (cascading IBP, 003) or ecibp (extended CIBP, docs/derivations-cibp.md)",
                      "give up on draws deeper than this")
     s.add_argument("--num-observed", type=positive_int, required=True)
-    s.add_argument("--observed-order", type=_order_arg, default=None,
-                   help="fix the observed orders: one value for all, or one per node (comma-separated); icp only")
+    s.add_argument("--observed-order", type=observed_order_arg, default=None,
+                   help="fix the observed orders: one value in [0, 1] for all, or one per node (comma-separated; "
+                        "'free' leaves that node's order free); icp only (default: all free)")
     s.add_argument("--num", type=positive_int, default=1)
     s.add_argument("--seed", type=nonneg_int, default=0)
     s.add_argument("--method", choices=["chefs", "finite"], default="chefs")
-    s.add_argument("--finite-K", type=positive_int, default=None, help="total nodes K of the finite model")
+    s.add_argument("--finite-K", type=positive_int, default=None,
+                   help="--method finite only: total nodes K of the finite model")
     s.add_argument("--hidden-at-one", action="store_true", help="IBP special case: hidden nodes at theta = 1")
     s.add_argument("--out", required=True, help="output .jsonl file")
     s.add_argument("--force", action="store_true", help="overwrite an existing output file")
@@ -93,12 +85,18 @@ def register(sub) -> None:
     st.add_argument("--seed", type=nonneg_int, default=0)
     st.set_defaults(func=cmd_study)
 
-    ca = ps.add_parser("calibrate", help="the gamma giving a desired E[K+] for alpha and D")
+    ca = ps.add_parser("calibrate", help="the gamma giving a desired E[K+] for alpha and D",
+                       description="The gamma giving a desired E[K+] for alpha and D: Monte Carlo root finding by "
+                       "reweighting draws, repeated until gamma moves by less than 2% between rounds (at most 12 "
+                       "rounds; an error if the last round's root lay beyond the gamma its draws can reach). The "
+                       "achieved E[K+] is checked with --num fresh draws and reported with its standard error and "
+                       "its distance to the target in SE; exit status 1 when that is more than 4 SE.")
     ca.add_argument("--expected-nodes", type=positive_float, required=True)
     ca.add_argument("--alpha", type=positive_float, default=1.0)
     ca.add_argument("--num-observed", type=positive_int, default=1)
-    ca.add_argument("--observed-order", type=_order_arg, default=0.0,
-                    help="observed orders (default all at 0, as in Figure 3)")
+    ca.add_argument("--observed-order", type=observed_order_arg, default=0.0,
+                    help="observed orders in [0, 1]: one for all or one per node, 'free' for a free one "
+                         "(default all at 0, as in Figure 3)")
     ca.add_argument("--num", type=positive_int, default=4000, help="Monte Carlo draws per round")
     ca.add_argument("--seed", type=nonneg_int, default=0)
     ca.set_defaults(func=cmd_calibrate)
@@ -106,7 +104,8 @@ def register(sub) -> None:
     dr = ps.add_parser("draw", help="picture of one DAG of a .jsonl file")
     dr.add_argument("file")
     dr.add_argument("--index", type=nonneg_int, default=0)
-    dr.add_argument("--out", required=True, help="output .png")
+    dr.add_argument("--out", required=True, help="output picture, rewritten in place (.png unless another extension "
+                                                 "is given; a name without one gets .png)")
     dr.set_defaults(func=cmd_draw)
 
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -121,6 +120,8 @@ def cmd_sample(args) -> int:
                                          ("--hidden-at-one", args.hidden_at_one),
                                          ("--method", args.method != "chefs")) if given]
     prior = _prior_from_args(args, icp_only)
+    if args.finite_K is not None and args.method != "finite":
+        raise ValueError("--finite-K belongs to --method finite; --method chefs draws the infinite model")
     rng = np.random.default_rng(args.seed)
     if args.prior == "icp":
         graphs = (prior.sample(rng, args.num_observed, observed_order=args.observed_order, method=args.method,
@@ -158,12 +159,12 @@ def cmd_logprob(args) -> int:
 
 def cmd_draw(args) -> int:
     from ..graph import read_jsonl
-    from ..plots import save_dag_png
+    from ..plots import image_path, save_dag_png
 
+    out = image_path(args.out)
     for i, g in enumerate(read_jsonl(args.file)):
         if i == args.index:
-            save_dag_png(g, args.out)
-            print(f"wrote {args.out}")
+            print(f"wrote {save_dag_png(g, out)}")
             return 0
     raise ValueError(f"{args.file} has fewer than {args.index + 1} graphs")
 
@@ -172,7 +173,10 @@ def cmd_study(args) -> int:
     from ..plots import _mpl
     from ..priors.study import expectations
 
+    from ..runkind import refuse_file_as_dir
+
     out = Path(args.out)
+    refuse_file_as_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
     alphas = [0.25, 0.5, 1.0, 2.0, 4.0]
@@ -224,8 +228,16 @@ def cmd_calibrate(args) -> int:
     rng = np.random.default_rng(args.seed)
     res = calibrate_gamma(args.expected_nodes, args.alpha, args.num_observed, rng, num=args.num,
                           observed_order=args.observed_order)
+    z = res["z"]
+    within = abs(z) <= 4
     print(f"gamma = {res['gamma']:.6g}  (E[K+] = {res['expected_nodes']:.4g} ± {res['expected_nodes_se']:.2g}"
-          f" from {args.num} fresh draws; alpha = {args.alpha}, D = {args.num_observed})")
-    if not math.isfinite(res["gamma"]):
+          f" from {args.num} fresh draws; alpha = {args.alpha}, D = {args.num_observed}; target "
+          f"{args.expected_nodes:g} is {abs(z):.1f} SE away, {'within' if within else 'NOT within'} 4 SE)")
+    if not res["converged"]:
+        print(f"chefs: note: gamma still moved by {res['last_move']:.1%} in the last of {res['rounds']} rounds "
+              "(more than the 2% tolerance: Monte Carlo noise; a larger --num steadies it)", file=sys.stderr)
+    if not within:
+        print(f"chefs: error: the achieved E[K+] misses the target {args.expected_nodes:g} by more than 4 SE; "
+              "a larger --num gives a finer solution", file=sys.stderr)
         return 1
     return 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ._util import nonneg_int, note_if_incomplete, positive_float, positive_int, print_chain_comparison
+from ._util import (nonneg_int, note_if_incomplete, observed_order_arg, positive_float, positive_int,
+                    print_chain_comparison)
 
 
 def register(sub) -> None:
@@ -16,8 +17,9 @@ def register(sub) -> None:
         ps = actions[0]
         m = ps.add_parser("mcmc", help="reversible-jump MCMC on the ICP prior (no data)")
         m.add_argument("--num-observed", type=positive_int, required=True)
-        m.add_argument("--observed-order", default=None,
-                       help="fix the observed orders: one value for all, or one per node (comma-separated)")
+        m.add_argument("--observed-order", type=observed_order_arg, default=None,
+                       help="fix the observed orders: one value in [0, 1] for all, or one per node (comma-separated; "
+                            "'free' leaves that node's order free) (default: all free)")
         m.add_argument("--alpha", type=positive_float, default=1.0)
         m.add_argument("--gamma", type=positive_float, default=1.0)
         m.add_argument("--phi", type=positive_float, default=1.0)
@@ -54,22 +56,6 @@ def register(sub) -> None:
     e.set_defaults(func=cmd_export)
 
 
-def _parse_order(text):
-    if text is None:
-        return None
-    vals = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if part.lower() in ("", "none", "nan", "free"):
-            vals.append(None)
-            continue
-        try:
-            vals.append(float(part))
-        except ValueError:
-            raise ValueError(f"--observed-order takes numbers in [0, 1] (or 'free'), got {part!r}") from None
-    return vals[0] if len(vals) == 1 else vals
-
-
 def _finish(run_dir, args) -> None:
     from ..mcmc.diagnostics import summary_table, write_netcdf
 
@@ -82,7 +68,7 @@ def cmd_prior_mcmc(args) -> int:
     from ..mcmc.chain import ChainConfig
     from ..mcmc.run import create_run, make_executor, run_chains
 
-    config = ChainConfig(args.num_observed, _parse_order(args.observed_order), args.alpha, args.gamma, args.phi,
+    config = ChainConfig(args.num_observed, args.observed_order, args.alpha, args.gamma, args.phi,
                          sample_hyper=("alpha", "gamma", "phi") if args.sample_hyper else ())
     # reach the scheduler before creating the run: an unreachable one leaves no run that needs --force
     executor, client = make_executor(args.chains, args.scheduler) if args.scheduler else (None, None)

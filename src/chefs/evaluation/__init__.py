@@ -2,6 +2,7 @@
 
 from .hellinger import (
     DEFAULT_NUM_MC,
+    MIN_NUM_MC,
     HellingerEstimate,
     gaussian_bhattacharyya,
     gaussian_hellinger,
@@ -12,6 +13,7 @@ from .hellinger import (
 
 __all__ = [
     "DEFAULT_NUM_MC",
+    "MIN_NUM_MC",
     "HellingerEstimate",
     "gaussian_bhattacharyya",
     "gaussian_hellinger",

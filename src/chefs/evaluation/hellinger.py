@@ -43,6 +43,7 @@ from scipy.spatial.distance import cdist
 
 __all__ = [
     "DEFAULT_NUM_MC",
+    "MIN_NUM_MC",
     "HellingerEstimate",
     "hellinger",
     "hellinger_estimate",
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 DEFAULT_NUM_MC = 20000
+MIN_NUM_MC = 100  # fewer Monte Carlo draws are refused
 """Monte Carlo draws from the mixture of the two KDEs (half from each)."""
 
 _CHUNK_ELEMENTS = 4_000_000  # kernel evaluations held in memory at once
@@ -198,8 +200,8 @@ def hellinger_estimate(A, B, seed: int = 0, num_mc: int = DEFAULT_NUM_MC) -> Hel
     b = _as_sample(B, "B")
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"the samples have different dimensions: A has {a.shape[1]} columns, B has {b.shape[1]}")
-    if isinstance(num_mc, bool) or not isinstance(num_mc, (int, np.integer)) or num_mc < 100:
-        raise ValueError(f"num_mc must be an integer >= 100, got {num_mc!r}")
+    if isinstance(num_mc, bool) or not isinstance(num_mc, (int, np.integer)) or num_mc < MIN_NUM_MC:
+        raise ValueError(f"num_mc must be an integer >= {MIN_NUM_MC}, got {num_mc!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     # Canonical order: makes the estimate exactly symmetric in (A, B).

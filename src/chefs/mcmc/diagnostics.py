@@ -75,7 +75,8 @@ def write_netcdf(run_dir) -> Path:
 @contextlib.contextmanager
 def _quiet_arviz():
     """ArviZ logs a shape warning for single-chain runs and numpy warns on constant
-    traces (R-hat and ESS are then undefined, shown as NaN); the CLI says so itself."""
+    traces (R-hat and ESS are then undefined, shown as NaN); the CLI says so itself.
+    ArviZ's density plot of a constant trace warns too (the trace plot shows it flat)."""
     import arviz as az
 
     # ArviZ logs through its own Logger("arviz") instance (not the one logging.getLogger returns)
@@ -85,6 +86,7 @@ def _quiet_arviz():
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.filterwarnings("ignore", message="Your data appears to have a single value", category=UserWarning)
             yield
     finally:
         log.setLevel(level)

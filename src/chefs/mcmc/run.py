@@ -92,6 +92,9 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
     if not checkpoint_every > 0:
         raise ValueError("checkpoint interval must be positive (seconds)")
     out = Path(out)
+    from ..runkind import refuse_file_as_dir
+
+    refuse_file_as_dir(out)
     if out.exists() and any(out.iterdir()):
         if not force:
             raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it or `chefs resume {out}`")
@@ -115,14 +118,16 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
 
 
 def load_spec(run_dir) -> dict:
+    from ..runkind import other_run_message
+
+    wrong = other_run_message(run_dir, "chefs fit or chefs prior mcmc")
+    if wrong:  # a cnn or outtree run
+        raise ValueError(wrong)
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
     with open(path, encoding="utf-8") as fh:
         spec = json.load(fh)
-    if isinstance(spec, dict) and str(spec.get("command", "")).startswith("chefs cnn"):
-        raise ValueError(f"{run_dir} is a 'chefs cnn sample' run: continue it with 'chefs cnn resume {run_dir}' "
-                         f"and summarise it with 'chefs cnn report {run_dir} --out DIR'")
     return spec
 
 

@@ -255,7 +255,12 @@ class OutTree:
     @classmethod
     def load(cls, run_dir) -> "OutTree":
         """Load a model written by :meth:`save` (recomputes the O(T^3) predictive)."""
+        from ..runkind import other_run_message
+
         run = Path(run_dir)
+        wrong = other_run_message(run, "chefs outtree fit")
+        if wrong:  # a run of chefs fit, prior mcmc or cnn sample
+            raise ValueError(wrong)
         if not (run / "model.json").is_file() or not (run / "arrays.npz").is_file():
             raise FileNotFoundError(f"{run} is not an outtree run (need model.json and arrays.npz)")
         try:

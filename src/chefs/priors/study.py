@@ -39,12 +39,33 @@ def expectations(alpha: float, gamma: float, num_observed: int, num: int, rng, o
     return {"K": K.mean(), "K_se": se(K), "E": E.mean(), "E_se": se(E), "H": H.mean(), "H_se": se(H)}
 
 
+TOLERANCE = 0.02  # the solver stops when gamma moves by less than 2% between rounds
+MIN_ESS_FRACTION = 0.25  # reweighted draws are trusted where their effective sample size is >= num / 4
+
+
+def _ess(logw) -> float:
+    w = np.exp(logw - logw.max())
+    return float(w.sum() ** 2 / np.sum(w * w))
+
+
 def calibrate_gamma(expected_nodes: float, alpha: float, num_observed: int, rng, num: int = 4000,
-                    observed_order=0.0, phi: float = 1.0, max_rounds: int = 6) -> dict:
+                    observed_order=0.0, phi: float = 1.0, max_rounds: int = 12) -> dict:
     """The gamma with E[K+ | alpha, gamma, D] = expected_nodes.
 
-    Returns gamma, the achieved E[K+] with its standard error (from fresh
-    draws at the solution) and the number of refinement rounds.
+    Each round draws ``num`` graphs at the current gamma and solves the reweighted
+    equation, but only where the importance weights keep an effective sample size
+    of at least ``MIN_ESS_FRACTION * num`` (for large graphs the weights degenerate
+    a few percent away from the drawing gamma); a root outside that region is
+    approached by a step to its edge. The solver has converged when a round's root
+    lies inside the trusted region and gamma moves by less than ``TOLERANCE``
+    (relative). After ``max_rounds`` rounds a last root outside the trusted
+    region is a ValueError (the target was not reached); a root inside it that
+    still moved more (Monte Carlo noise of small ``num``) is returned with
+    ``converged`` False and its relative move ``last_move``.
+
+    Returns gamma, the achieved E[K+] with its standard error (from fresh draws
+    at the solution), ``z`` = (achieved - target) / SE, the number of rounds,
+    ``converged`` and ``last_move``.
     """
     D = int(num_observed)
     if not expected_nodes > D:
@@ -55,40 +76,74 @@ def calibrate_gamma(expected_nodes: float, alpha: float, num_observed: int, rng,
     def mean_k(g):
         return _draw_stats(ICP(alpha, g, phi), rng, D, observed_order, small)[0].mean()
 
-    lo_g, hi_g = 1.0, 1.0
-    if mean_k(1.0) < expected_nodes:
-        while mean_k(hi_g) < expected_nodes:
-            lo_g, hi_g = hi_g, hi_g * 2
+    lo_g = hi_g = 1.0
+    k_lo = k_hi = mean_k(1.0)
+    if k_lo < expected_nodes:
+        while k_hi < expected_nodes:
+            lo_g, k_lo = hi_g, k_hi
+            hi_g *= 2
             if hi_g > 1e4:
                 raise ValueError("no gamma below 1e4 reaches that many nodes")
+            k_hi = mean_k(hi_g)
     else:
-        while mean_k(lo_g) > expected_nodes:
-            lo_g, hi_g = lo_g / 2, lo_g
+        while k_lo > expected_nodes:
+            hi_g, k_hi = lo_g, k_lo
+            lo_g /= 2
             if lo_g < 1e-6:
                 raise ValueError("no gamma above 1e-6 gives that few nodes")
-    # 2. refine by exact reweighting of draws taken inside the bracket
+            k_lo = mean_k(lo_g)
+    # start where the log-log line through the bracket's ends meets the target
     g0 = math.sqrt(lo_g * hi_g)
-    rounds = 0
+    if lo_g < hi_g and k_lo > D and k_hi > k_lo:
+        slope = math.log((k_hi - D) / (k_lo - D)) / math.log(hi_g / lo_g)
+        g0 = lo_g * math.exp(math.log((expected_nodes - D) / (k_lo - D)) / slope)
+        g0 = min(max(g0, lo_g), hi_g)
+    # 2. refine by exact reweighting of draws, within the region where the weights are trustworthy
+    min_ess = MIN_ESS_FRACTION * num
+    converged = interior = False
+    rounds, moved = 0, math.inf
     for rounds in range(1, max_rounds + 1):
         K, _, H, S = _draw_stats(ICP(alpha, g0, phi), rng, D, observed_order, num)
+        lg0 = math.log(g0)
 
-        def excess(log_g, K=K, H=H, S=S, g0=g0):
-            g = math.exp(log_g)
-            logw = H * (log_g - math.log(g0)) - (g - g0) * alpha * S
-            w = np.exp(logw - logw.max())
+        def logw(log_g, H=H, S=S, g0=g0, lg0=lg0):
+            return H * (log_g - lg0) - (math.exp(log_g) - g0) * alpha * S
+
+        def excess(log_g):
+            lw = logw(log_g)
+            w = np.exp(lw - lw.max())
             return float(np.sum(w * K) / np.sum(w)) - expected_nodes
 
+        def trust(log_g):
+            return _ess(logw(log_g)) - min_ess
+
         a, b = math.log(lo_g / 1.5), math.log(hi_g * 1.5)
-        ea, eb = excess(a), excess(b)
-        if ea > 0:
+        a, b = min(a, lg0), max(b, lg0)
+        if trust(a) < 0:
+            a = brentq(trust, a, lg0, xtol=1e-6)
+        if trust(b) < 0:
+            b = brentq(trust, lg0, b, xtol=1e-6)
+        interior = False
+        if excess(a) > 0:
             g_new = math.exp(a)
-        elif eb < 0:
+            lo_g = min(lo_g, g_new / 1.5)  # the root may lie below the bracket: widen it
+        elif excess(b) < 0:
             g_new = math.exp(b)
+            hi_g = max(hi_g, g_new * 1.5)
         else:
             g_new = math.exp(brentq(excess, a, b, xtol=1e-8))
+            interior = True
         moved = abs(math.log(g_new / g0))
         g0 = g_new
-        if moved < 0.02:
+        if interior and moved < TOLERANCE:
+            converged = True
             break
+    if not interior:
+        raise ValueError(f"calibration did not reach E[K+] = {expected_nodes:g} in {max_rounds} round(s): the last "
+                         f"round's root lay beyond the gamma its draws could reach (last gamma {g0:.6g}); "
+                         "more draws per round (num) reach further")
     check = expectations(alpha, g0, D, num, rng, observed_order)
-    return {"gamma": g0, "expected_nodes": check["K"], "expected_nodes_se": check["K_se"], "rounds": rounds}
+    se = check["K_se"]
+    z = (check["K"] - expected_nodes) / se if se > 0 else (0.0 if check["K"] == expected_nodes else math.inf)
+    return {"gamma": g0, "expected_nodes": check["K"], "expected_nodes_se": se, "z": z, "rounds": rounds,
+            "converged": converged, "last_move": moved}
