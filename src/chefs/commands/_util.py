@@ -39,14 +39,20 @@ def nonneg_int(text: str) -> int:
     return v
 
 
+#: spellings of a free observed order in ``--observed-order``
+FREE_ORDER = ("free", "none", "nan", "")
+
+
 def observed_order_arg(text: str):
     """``--observed-order``: one order value in [0, 1] for all observed nodes, or
     one per node (comma-separated); ``free`` leaves a node's order free (drawn
-    from U(0, 1)). NaN is refused: it is no order value."""
+    from U(0, 1)). ``none``, ``nan`` and an empty field mean the same (the
+    spellings ``chefs prior mcmc`` has always taken); anything else outside [0, 1],
+    infinities included, is refused."""
     vals = []
     for part in text.split(","):
         part = part.strip()
-        if part.lower() == "free":
+        if part.lower() in FREE_ORDER:
             vals.append(None)
             continue
         try:
