@@ -44,8 +44,12 @@ def test_negative_control_wrong_laplacian_fails():
     lb, lr = _random_problem(rng, 5)
     bf = brute_force(lb, lr)
     wrong = np.array([mt.log_partition_all_roots(lb.T)[r] for r in range(5)])
-    assert np.abs(wrong - bf["log_z"]).max() > 1e-3
+    with pytest.raises(AssertionError):  # the passing test's own assertion and tolerance
+        np.testing.assert_allclose(wrong, bf["log_z"], atol=1e-11)
+    assert np.abs(wrong - bf["log_z"]).max() > 1e-3  # and not by rounding
     wrong_marg = root_marginals(lb.T, 0).T  # wrong Laplacian, transposed back
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(wrong_marg, bf["marginals"][0], atol=1e-12)
     assert np.abs(wrong_marg - bf["marginals"][0]).max() > 1e-3
 
 
