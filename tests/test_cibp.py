@@ -22,7 +22,7 @@ from chefs.priors._cibp_common import automorphisms, expected_next_width, layer_
 from chefs.priors._cibp_exact import enumerate_networks, raw_key
 from chefs.priors.cibp import CIBP
 
-from .stats import Z, cell_z, max_abs_z
+from .stats import Z, cell_z, max_abs_z, mcse_mean
 
 N_DRAWS = 20_000
 
@@ -150,14 +150,20 @@ def forward_stats(prior, D, n, seed) -> np.ndarray:
     return rows
 
 
-def chain_stats(prior, D, n, thin, seed, burn=5000) -> np.ndarray:
+def chain_stats(prior, D, n, thin, seed, burn=5000, plant=0, max_nodes=400) -> np.ndarray:
+    """Summary rows of ``n`` thinned chain states. A chain that grows past
+    ``max_nodes`` units (planted errors can make it diverge) is stopped and its
+    last row repeated."""
     rng = np.random.default_rng(seed)
     state = prior.initial_state(D)
-    prior.run_prior_chain(rng, state, burn)
+    prior.run_prior_chain(rng, state, burn, _plant=plant)
     rows = np.zeros((n, 8))
     out = np.zeros(8, dtype=np.int64)
     for t in range(n):
-        prior.run_prior_chain(rng, state, thin)
+        if state.num_nodes > max_nodes:
+            rows[t:] = rows[t - 1]
+            break
+        prior.run_prior_chain(rng, state, thin, _plant=plant)
         ck.summary(state.theta, state.obs, state.alive, state.Z, out)
         rows[t] = out
     return rows
@@ -166,17 +172,16 @@ def chain_stats(prior, D, n, thin, seed, burn=5000) -> np.ndarray:
 CAPS = (6, 8, 8, 8, 20, 60, 40, 30)  # the statistics are heavy-tailed: compare means of min(x, cap)
 
 
-def compare_stats(fwd, chn, batches=50) -> dict:
+def compare_stats(fwd, chn) -> dict:
     """Two-sample z of the means of the capped statistics (iid SE for forward
-    draws, batch means for the chain)."""
-    n = chn.shape[0] // batches * batches
+    draws, the chain's SE from its effective sample size)."""
     zs = {}
     for j, name in enumerate(("depth", "K1", "K2", "K3", "H", "E", "skip", "in_obs")):
         x = np.minimum(fwd[:, j], CAPS[j])
-        bm = np.minimum(chn[:n, j], CAPS[j]).reshape(batches, -1).mean(axis=1)
-        se = math.sqrt(x.var(ddof=1) / x.size + bm.var(ddof=1) / batches)
+        y = np.minimum(chn[:, j], CAPS[j])
+        se = math.sqrt(x.var(ddof=1) / x.size + mcse_mean(y) ** 2)
         if se > 0:
-            zs[name] = (x.mean() - bm.mean()) / se
+            zs[name] = (x.mean() - y.mean()) / se
     return zs
 
 

@@ -122,6 +122,16 @@ def test_prior_chain_matches_forward_draws_on_larger_networks():
     assert max_abs_z(zs) < Z, zs
 
 
+def test_negative_control_larger_networks_catch_a_planted_ordering_factor():
+    """The ECIBP chain with its target missing the ordering factor grows without
+    bound (stopped at 400 units): the comparison catches it (max |z| about 400).
+    The subtler missing 1/n' is not caught at this size (|z| 1.1 at stop 18, with the
+    chain's SE from its ESS); the enumeration test above catches it."""
+    fwd = forward_stats(ECIBP(0.8, 1.2), 5, 5000, seed=15)
+    chn = chain_stats(ECIBP(0.8, 1.2), 5, 15_000, thin=40, seed=16, plant=ck.PLANT_ORDER_FACTOR)
+    assert max_abs_z(compare_stats(fwd, chn)) > Z
+
+
 def test_negative_control_cibp_chain_is_not_ecibp():
     """The CIBP chain (no skip candidates) against ECIBP forward draws."""
     fwd = forward_stats(ECIBP(0.8, 1.2), 5, 5000, seed=15)
