@@ -26,16 +26,13 @@ def cell_z(observed_counts: dict, n: int, probs: dict, min_prob: float = 0.0) ->
 
 
 def mcse_mean(x) -> float:
-    """Monte Carlo standard error of the mean of one autocorrelated chain: ArviZ's
-    ``mcse`` (sd / sqrt(ESS), ESS from Geyer's initial monotone sequence on split
-    halves). 0 for a constant trace. Batch means with a fixed number of batches
-    understate it when a batch is shorter than the autocorrelation time."""
-    import arviz as az
+    """Monte Carlo standard error of the mean of one autocorrelated chain, from its
+    effective sample size (``chefs.mcmc.diagnostics.mcse_mean``). Batch means with a
+    fixed number of batches understate it when a batch is shorter than the
+    autocorrelation time."""
+    from chefs.mcmc.diagnostics import mcse_mean as _mcse
 
-    x = np.asarray(x, float)
-    if np.ptp(x) == 0:
-        return 0.0
-    return float(np.ravel(az.mcse(x[None, :]))[0])
+    return _mcse(x)
 
 
 def max_abs_z(zs: dict) -> float:

@@ -11,17 +11,18 @@ import pytest
 import chefs
 from chefs.cli import main
 from chefs.mcmc.chain import ChainConfig
-from chefs.mcmc.diagnostics import RHAT_WARN, chain_comparison
+from chefs.mcmc.diagnostics import RHAT_WARN, chain_comparison, mcse_mean
 from chefs.mcmc.run import create_run
 from chefs.mcmc.store import SCALARS, SQLiteStore
 
 GRAPH = '{"theta":[0.0],"observed":[true],"edges":[]}'
 
 
-def fake_run(path, shifts, n=200, seed=0):
+def fake_run(path, shifts, n=200, seed=0, model=None):
     """A run directory whose chain c stores ``n`` samples with log_joint an AR(1) trace
-    (autocorrelation 0.8, stationary sd 5) around ``1000 + shifts[c]``."""
-    create_run(path, ChainConfig(1, 0.0), sweeps=n, chains=len(shifts))
+    (autocorrelation 0.8, stationary sd 5) around ``1000 + shifts[c]``; ``model``
+    as in ``create_run`` (None: a prior-only run)."""
+    create_run(path, ChainConfig(1, 0.0), sweeps=n, chains=len(shifts), model=model)
     rng = np.random.default_rng(seed)
     for c, shift in enumerate(shifts):
         e = np.empty(n)
@@ -53,15 +54,21 @@ def test_chains_that_agree_are_not_flagged(tmp_path):
     """Control: the same law in every chain (R-hat near 1, nothing behind)."""
     cmp = chain_comparison(fake_run(tmp_path / "ok", [0.0, 0.0, 0.0]))
     assert cmp["rhat"] < RHAT_WARN and cmp["behind"] == []
+    assert mcse_mean(np.full(10, 3.0)) == 0.0 and np.isnan(mcse_mean([1.0, 2.0]))
     one = chain_comparison(fake_run(tmp_path / "one", [0.0]))
     assert np.isnan(one["rhat"]) and one["behind"] == []
 
 
 def test_summary_prints_the_chains_and_the_note(tmp_path, capsys):
-    run = fake_run(tmp_path / "stuck", [0.0, -60.0])
+    run = fake_run(tmp_path / "stuck", [0.0, -60.0], model={"name": "nlgbn"})  # a density run's kind
     assert main(["summary", str(run)]) == 0
     cap = capsys.readouterr()
     assert "per chain" in cap.out and "the chains disagree" in cap.err and "--chains 0" in cap.err
+    # a prior-only run: fantasy does not read it, so the note only says to run longer
+    run = fake_run(tmp_path / "prior", [0.0, -60.0])
+    assert main(["summary", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "the chains disagree" in err and "Run longer" in err and "--chains" not in err
     run = fake_run(tmp_path / "ok", [0.0, 0.0])
     assert main(["summary", str(run)]) == 0
     cap = capsys.readouterr()

@@ -160,8 +160,9 @@ def chain_stats(prior, D, n, thin, seed, burn=5000, plant=0, max_nodes=400) -> n
     rows = np.zeros((n, 8))
     out = np.zeros(8, dtype=np.int64)
     for t in range(n):
-        if state.num_nodes > max_nodes:
-            rows[t:] = rows[t - 1]
+        if state.num_nodes > max_nodes:  # the current state's summary fills the rest
+            ck.summary(state.theta, state.obs, state.alive, state.Z, out)
+            rows[t:] = out
             break
         prior.run_prior_chain(rng, state, thin, _plant=plant)
         ck.summary(state.theta, state.obs, state.alive, state.Z, out)

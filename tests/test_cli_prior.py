@@ -81,13 +81,13 @@ def test_calibrate_reports_a_missed_target(capsys, monkeypatch):
     from chefs.priors import study
 
     def fake(*args, **kwargs):
-        return {"gamma": 2.0, "expected_nodes": 4.5, "expected_nodes_se": 0.1, "z": -5.0, "rounds": 12,
+        return {"gamma": 2.0, "expected_nodes": 4.5, "expected_nodes_se": 0.1, "solver_se": 0.0, "z": -5.0, "rounds": 12,
                 "converged": False, "last_move": 0.05}
 
     monkeypatch.setattr(study, "calibrate_gamma", fake)
     assert main(["prior", "calibrate", "--expected-nodes", "5", "--num-observed", "3"]) == 1
     cap = capsys.readouterr()
-    assert "5.0 SE away, NOT within 4 SE" in cap.out
+    assert "5.0 SE away (fresh draws' and solver's errors combined), NOT within 4 SE" in cap.out
     assert "more than 4 SE" in cap.err and "still moved by 5.0%" in cap.err
 
 

@@ -236,12 +236,15 @@ def test_cli_fit_sample_score(tmp_path, capsys):
     assert main(["outtree", "fit", "--data", str(data), "--out", str(run), "--iters", "5"]) == 0
     assert (run / "model.json").is_file() and (run / "arrays.npz").is_file()
     assert main(["outtree", "fit", "--data", str(data), "--out", str(run)]) == 2  # no --force
+    # --split-seed splits named data sets; with a CSV file (used whole) it is an error, as in chefs fit
+    assert main(["outtree", "fit", "--data", str(data), "--out", str(tmp_path / "x"), "--split-seed", "2"]) == 2
+    assert "--split-seed splits a named data set" in capsys.readouterr().err and not (tmp_path / "x").exists()
     out = tmp_path / "s.csv"
     assert main(["outtree", "sample", str(run), "--num", "7", "--out", str(out), "--seed", "3"]) == 0
     # as chefs fantasy writes its points: the data's header, 8 significant digits
     lines = out.read_text().splitlines()
     assert lines[0] == "a,b" and len(lines) == 8
-    assert all(len(v.replace("-", "").replace(".", "").split("e")[0]) <= 8 for v in lines[1].split(","))
+    assert all(v == f"{float(v):.8g}" for line in lines[1:] for v in line.split(","))
     assert np.loadtxt(out, delimiter=",", skiprows=1).shape == (7, 2)
     capsys.readouterr()
     assert main(["outtree", "sample", str(run), "--num", "7", "--seed", "3"]) == 0  # standard output: the same
@@ -295,23 +298,20 @@ def test_cli_score_uses_the_fits_split_and_takes_any_points(tmp_path, capsys, mo
     from chefs.cli import main
     from chefs.commands import outtree as cmd
 
-    rng = np.random.default_rng(3)
-    data = tmp_path / "d.csv"
-    np.savetxt(data, rng.normal(size=(25, 2)), delimiter=",")
-    run = tmp_path / "run"
-    assert main(["outtree", "fit", "--data", str(data), "--out", str(run), "--iters", "3", "--split-seed", "4"]) == 0
+    run = tmp_path / "run"  # iris: a named set (--split-seed splits named sets only), 75 training rows
+    assert main(["outtree", "fit", "--data", "iris", "--out", str(run), "--iters", "3", "--split-seed", "4"]) == 0
     seeds = []
     real = cmd.load_data_spec
     monkeypatch.setattr(cmd, "load_data_spec", lambda spec, d, seed, **kw: (seeds.append(seed), real(spec, d, seed, **kw))[1])
     capsys.readouterr()
-    assert main(["outtree", "score", str(run), "ring:test"]) == 0
-    assert main(["outtree", "score", str(run), "ring:test", "--split-seed", "0"]) == 0
+    assert main(["outtree", "score", str(run), "iris:test"]) == 0
+    assert main(["outtree", "score", str(run), "iris:test", "--split-seed", "0"]) == 0
     assert seeds == [4, 0]
     # points to score, not a training set: one row, or a constant column, are fine
     one = tmp_path / "one.csv"
-    one.write_text("0.1,0.2\n")
+    one.write_text("5.1,3.5,1.4,0.2\n")
     const = tmp_path / "const.csv"
-    const.write_text("0.1,0.5\n0.3,0.5\n")
+    const.write_text("5.1,3.5,1.4,0.2\n6.3,3.5,4.9,0.2\n")
     capsys.readouterr()
     for f in (one, const):
         assert main(["outtree", "score", str(run), str(f)]) == 0

@@ -355,7 +355,6 @@ class BeliefNetwork:
             if chains is None or c in chains:
                 self.samples_.extend(json.loads(t) for t in store.graphs())
             store.close()
-        self.chains_used_ = chains
         if not self.samples_:
             raise ValueError("no posterior samples were kept" + (f" in chain(s) {chains}" if chains else "")
                              + ": increase sweeps or lower burn-in/thin")

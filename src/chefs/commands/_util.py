@@ -104,12 +104,17 @@ def print_chain_comparison(run) -> None:
         print(f"  {r['chain']:>5} {r['samples']:>7} {r['log_joint']:>14.2f} {r['log_joint_se']:>9.2f} "
               f"{r['log_lik']:>14.2f} {r['num_hidden']:>7.1f} {r['num_edges']:>7.1f}")
     if cmp["behind"]:
+        from ..runkind import run_kind
+
         ids = ",".join(map(str, cmp["behind"]))
         keep = ",".join(str(r["chain"]) for r in cmp["chains"] if r["chain"] not in cmp["behind"])
+        what = "Run longer"
+        if run_kind(run) == "chefs fit":  # --chains belongs to fantasy/plot, which read density runs only
+            what += (f", or leave them out with `chefs fantasy {run} --chains {keep}` (an estimate from the chosen "
+                     "chains instead of the pooled ones)")
         print(f"chefs: note: the chains disagree (R-hat of log_joint {cmp['rhat']:.2f} > {RHAT_WARN}): chain(s) "
               f"{ids} sit more than {BEHIND_SE:g} SE below chain {cmp['best']}, in a poorer mode or not yet "
-              f"converged. Run longer, or leave them out with `chefs fantasy {run} --chains {keep}` (an "
-              "estimate from the chosen chains instead of the pooled ones)", file=sys.stderr)
+              f"converged. {what}", file=sys.stderr)
 
 
 def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = False, bare_split: str | None = None,

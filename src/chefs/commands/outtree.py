@@ -19,11 +19,15 @@ def _fit(args) -> int:
         raise FileExistsError(f"{run} already exists; use --force to overwrite")
     if run.exists() and not run.is_dir():  # found before the O(T^3) fit, not after it
         raise ValueError(f"--out {run} exists and is not a directory")
-    X = load_data_spec(args.data, args.data_dir, args.split_seed, bare_split="train")
+    if args.split_seed is not None and os.path.isfile(args.data):
+        raise ValueError(f"--split-seed splits a named data set; the fit uses all rows of the CSV file {args.data} "
+                         f"(`chefs data show {args.data} --out-train F.csv` writes a seeded half of it)")
+    split_seed = 0 if args.split_seed is None else args.split_seed
+    X = load_data_spec(args.data, args.data_dir, split_seed, bare_split="train")
     print(f"fitting the out-tree to {X.shape[0]} x {X.shape[1]} points by variational Bayes "
           f"(at most {args.iters} iterations; O(T^3) per iteration)", file=sys.stderr, flush=True)
     model = OutTree(iters=args.iters).fit(X, rng=np.random.default_rng(args.seed))
-    model.save(run, force=args.force, extra={"data": args.data, "seed": args.seed, "split_seed": args.split_seed,
+    model.save(run, force=args.force, extra={"data": args.data, "seed": args.seed, "split_seed": split_seed,
                                              "columns": data_column_names(args.data)})
     print(f"fitted {X.shape[0]} x {X.shape[1]} in {model.fit_seconds_:.1f} s, "
           f"{len(model.elbo_)} VB iterations, ELBO {model.elbo_[-1]:.4f}; saved to {run}")
@@ -65,7 +69,8 @@ def register(subparsers) -> None:
     f.add_argument("--data", required=True,
                    help="CSV file, or data set NAME (its training split, as chefs fit uses), NAME:train or NAME:test")
     f.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
-    f.add_argument("--split-seed", type=nonneg_int, default=0, help="seed of the train/test split")
+    f.add_argument("--split-seed", type=nonneg_int, default=None,
+                   help="seed of the train/test split of a named data set (default 0); a CSV file is used whole")
     f.add_argument("--out", required=True, help="RUN directory to create")
     f.add_argument("--seed", type=nonneg_int, default=0)
     f.add_argument("--iters", type=positive_int, default=12, help="maximum VB iterations")

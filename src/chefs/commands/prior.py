@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import sys
@@ -159,12 +158,11 @@ def cmd_logprob(args) -> int:
 
 def cmd_draw(args) -> int:
     from ..graph import read_jsonl
-    from ..plots import image_path, save_dag_png
+    from ..plots import save_dag_png
 
-    out = image_path(args.out)
     for i, g in enumerate(read_jsonl(args.file)):
         if i == args.index:
-            print(f"wrote {save_dag_png(g, out)}")
+            print(f"wrote {save_dag_png(g, args.out)}")  # save_dag_png adds .png where needed and returns the path
             return 0
     raise ValueError(f"{args.file} has fewer than {args.index + 1} graphs")
 
@@ -232,7 +230,8 @@ def cmd_calibrate(args) -> int:
     within = abs(z) <= 4
     print(f"gamma = {res['gamma']:.6g}  (E[K+] = {res['expected_nodes']:.4g} ± {res['expected_nodes_se']:.2g}"
           f" from {args.num} fresh draws; alpha = {args.alpha}, D = {args.num_observed}; target "
-          f"{args.expected_nodes:g} is {abs(z):.1f} SE away, {'within' if within else 'NOT within'} 4 SE)")
+          f"{args.expected_nodes:g} is {abs(z):.1f} SE away (fresh draws' and solver's errors combined), "
+          f"{'within' if within else 'NOT within'} 4 SE)")
     if not res["converged"]:
         print(f"chefs: note: gamma still moved by {res['last_move']:.1%} in the last of {res['rounds']} rounds "
               "(more than the 2% tolerance: Monte Carlo noise; a larger --num steadies it)", file=sys.stderr)

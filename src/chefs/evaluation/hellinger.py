@@ -53,8 +53,8 @@ __all__ = [
 ]
 
 DEFAULT_NUM_MC = 20000
-MIN_NUM_MC = 100  # fewer Monte Carlo draws are refused
 """Monte Carlo draws from the mixture of the two KDEs (half from each)."""
+MIN_NUM_MC = 100  # fewer Monte Carlo draws are refused
 
 _CHUNK_ELEMENTS = 4_000_000  # kernel evaluations held in memory at once
 

@@ -32,6 +32,21 @@ RHAT_WARN = 1.1
 BEHIND_SE = 4.0
 
 
+def mcse_mean(x) -> float:
+    """Monte Carlo SE of the mean of one autocorrelated chain: sd / sqrt(ESS), with
+    ArviZ's effective sample size (Geyer's initial monotone sequence on split
+    halves). 0 for a constant trace; NaN below 4 draws."""
+    import arviz as az
+
+    x = np.asarray(x, dtype=float)
+    if x.size < 4:
+        return float("nan")
+    if np.ptp(x) == 0:
+        return 0.0
+    with _quiet_arviz():
+        return float(np.ravel(az.mcse(x[None, :]))[0])
+
+
 def chain_stores(run_dir):
     spec = load_spec(run_dir)
     for c in range(spec["chains"]):
@@ -124,11 +139,7 @@ def chain_comparison(run_dir) -> dict:
         if n == 0:
             continue
         lj = np.asarray(t["log_joint"], dtype=float)
-        se = float("nan")
-        if n >= 4 and np.ptp(lj) > 0:
-            with _quiet_arviz():
-                se = float(np.ravel(az.mcse(lj[None, :]))[0])
-        rows.append({"chain": c, "samples": n, "log_joint": float(lj.mean()), "log_joint_se": se,
+        rows.append({"chain": c, "samples": n, "log_joint": float(lj.mean()), "log_joint_se": mcse_mean(lj),
                      **{k: float(np.mean(t[k])) for k in ("log_lik", "num_hidden", "num_edges")}})
         draws.append(lj)
     if not rows:

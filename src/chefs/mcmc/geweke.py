@@ -24,6 +24,7 @@ import numpy as np
 
 from ..priors.icp import ICP
 from .chain import ChainConfig, ChainState, sweep
+from .diagnostics import mcse_mean
 from .state import GraphState
 
 
@@ -48,16 +49,6 @@ def _icp_draw_state(config: ChainConfig):
         return GraphState.from_dag(prior.sample(rng, config.num_observed, observed_order=config.observed_order))
 
     return draw_state
-
-
-def _mcse_mean(y: np.ndarray) -> float:
-    """Monte Carlo SE of the mean of one autocorrelated chain from its effective
-    sample size (ArviZ: Geyer's initial monotone sequence on split halves)."""
-    import arviz as az
-
-    if np.ptp(y) == 0:
-        return 0.0
-    return float(np.ravel(az.mcse(y[None, :]))[0])
 
 
 def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rng: np.random.Generator,
@@ -99,7 +90,7 @@ def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rn
             y = y[: y.size // batches * batches]
             var_chain = y.reshape(batches, -1).mean(axis=1).var(ddof=1) / batches
         else:
-            var_chain = _mcse_mean(y) ** 2
+            var_chain = mcse_mean(y) ** 2
         s = math.sqrt(x.var(ddof=1) / x.size + var_chain)
         diff = x.mean() - y.mean()
         zs[k] = diff / s if s > 0 else (0.0 if diff == 0 else math.inf)

@@ -64,8 +64,9 @@ def calibrate_gamma(expected_nodes: float, alpha: float, num_observed: int, rng,
     ``converged`` False and its relative move ``last_move``.
 
     Returns gamma, the achieved E[K+] with its standard error (from fresh draws
-    at the solution), ``z`` = (achieved - target) / SE, the number of rounds,
-    ``converged`` and ``last_move``.
+    at the solution), ``solver_se`` (the SE of the last round's reweighted E[K+] at
+    its root: the solver's own error), ``z`` = (achieved - target) /
+    sqrt(SE^2 + solver_se^2), the number of rounds, ``converged`` and ``last_move``.
     """
     D = int(num_observed)
     if not expected_nodes > D:
@@ -133,6 +134,12 @@ def calibrate_gamma(expected_nodes: float, alpha: float, num_observed: int, rng,
         else:
             g_new = math.exp(brentq(excess, a, b, xtol=1e-8))
             interior = True
+            # the solver's own Monte Carlo error: the SE of the self-normalised estimate of
+            # E[K+] at the root (which equals the target there)
+            lw = logw(math.log(g_new))
+            w = np.exp(lw - lw.max())
+            w /= w.sum()
+            solver_se = float(np.sqrt(np.sum(w * w * (K - expected_nodes) ** 2)))
         moved = abs(math.log(g_new / g0))
         g0 = g_new
         if interior and moved < TOLERANCE:
@@ -144,6 +151,9 @@ def calibrate_gamma(expected_nodes: float, alpha: float, num_observed: int, rng,
                          "more draws per round (num) reach further")
     check = expectations(alpha, g0, D, num, rng, observed_order)
     se = check["K_se"]
-    z = (check["K"] - expected_nodes) / se if se > 0 else (0.0 if check["K"] == expected_nodes else math.inf)
-    return {"gamma": g0, "expected_nodes": check["K"], "expected_nodes_se": se, "z": z, "rounds": rounds,
-            "converged": converged, "last_move": moved}
+    # the achieved E[K+] misses the target by the fresh check's error plus the solver's own
+    # error in gamma (the reweighted estimate at the root): z uses both
+    se_z = math.hypot(se, solver_se)
+    z = (check["K"] - expected_nodes) / se_z if se_z > 0 else (0.0 if check["K"] == expected_nodes else math.inf)
+    return {"gamma": g0, "expected_nodes": check["K"], "expected_nodes_se": se, "solver_se": solver_se, "z": z,
+            "rounds": rounds, "converged": converged, "last_move": moved}
