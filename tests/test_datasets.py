@@ -406,7 +406,7 @@ def test_cli_data_show_refuses_an_existing_output_before_printing(capsys, tmp_pa
     tr.write_text("keep\n")
     assert cli.main(["data", "show", "two-moons", "--out-test", str(tmp_path / "te.csv"), "--out-train", str(tr)]) == 2
     cap = capsys.readouterr()
-    assert cap.out == "" and cap.err == f"chefs: error: {tr} exists; use --force to overwrite\n"
+    assert cap.out == "" and cap.err == f"chefs: error: {tr} exists; use --force to overwrite it\n"
     assert tr.read_text() == "keep\n" and not (tmp_path / "te.csv").exists()
 
 

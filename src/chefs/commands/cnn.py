@@ -33,6 +33,8 @@ def _unit_interval(text: str) -> float:
 
 
 def register(subparsers) -> None:
+    from ..cnn.chain import ChainConfig  # numpy only: torch is imported when a chain runs
+
     p = subparsers.add_parser(
         "cnn",
         help="sample convolutional architectures with the ICP (section 4.2 of 002)",
@@ -87,7 +89,7 @@ def register(subparsers) -> None:
                    help="structure moves: the ICP's RJMCMC moves (default) or edge toggles + node births on edges")
     s.add_argument("--toggle-weight", type=_unit_interval, default=None,
                    help="--proposal toggle only: probability of an edge-toggle move, else birth/death "
-                        "(default 0.5)")
+                        f"(default {ChainConfig.toggle_weight})")
     s.add_argument("--no-refresh", dest="refresh", action="store_false",
                    help="do not give the current network the same extra training as a proposal "
                         "(halves the cost, biases towards accepting)")
@@ -200,7 +202,7 @@ def _cmd_sample(args) -> int:
     cfg = ChainConfig(alpha=args.alpha, gamma=args.gamma, phi=args.phi, n_bins=args.bins,
                       base_channels=args.channels, channel_rule=args.channel_rule, samples=args.samples,
                       burn_in=args.burn_in, thin=args.thin, init=args.init,
-                      toggle_weight=0.5 if args.toggle_weight is None else args.toggle_weight,
+                      **({} if args.toggle_weight is None else {"toggle_weight": args.toggle_weight}),
                       proposal=args.proposal,
                       refresh=args.refresh, max_seconds=args.max_seconds, train=train)
     spec = args.data if args.data in ("mnist123", "digits") else str(Path(args.data).resolve())

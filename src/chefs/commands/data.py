@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import load_data_spec, nonneg_int
+from ._util import load_data_spec, nonneg_int, refuse_existing
 
 
 def _add_data_dir(p) -> None:
@@ -133,12 +133,6 @@ def _cmd_list(args) -> int:
     return 0
 
 
-def _refuse_existing_outputs(paths, force: bool) -> None:
-    for path in paths:
-        if path is not None and Path(path).exists() and not force:
-            raise FileExistsError(f"{path} exists; use --force to overwrite")
-
-
 def _write_csv(path: str, x: np.ndarray, columns) -> None:
     p = Path(path)
     tmp = p.with_name(p.name + ".part")
@@ -155,7 +149,9 @@ def _cmd_show(args) -> int:
     from .. import datasets
     from ..datasets.files import csv_column_names
 
-    _refuse_existing_outputs([args.out_train, args.out_test], args.force)  # before any output
+    for path in (args.out_train, args.out_test):  # before any output
+        if path is not None:
+            refuse_existing(path, args.force)
     train, test = datasets.load_split(
         args.name, seed=args.seed, data_dir=args.data_dir, dequantize=args.dequantize, download=args.download
     )

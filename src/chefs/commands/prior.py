@@ -50,6 +50,8 @@ def _prior_from_args(args, icp_only: list[str]):
 
 
 def register(sub) -> None:
+    from ..priors.study import MAX_ROUNDS, TARGET_Z, TOLERANCE
+
     p = sub.add_parser("prior", help="draw from the ICP prior, evaluate its density, study it")
     ps = p.add_subparsers(dest="prior_command", metavar="ACTION")
 
@@ -86,10 +88,11 @@ def register(sub) -> None:
 
     ca = ps.add_parser("calibrate", help="the gamma giving a desired E[K+] for alpha and D",
                        description="The gamma giving a desired E[K+] for alpha and D: Monte Carlo root finding by "
-                       "reweighting draws, repeated until gamma moves by less than 2% between rounds (at most 12 "
-                       "rounds; an error if the last round's root lay beyond the gamma its draws can reach). The "
-                       "achieved E[K+] is checked with --num fresh draws and reported with its standard error and "
-                       "its distance to the target in SE; exit status 1 when that is more than 4 SE.")
+                       f"reweighting draws, repeated until gamma moves by less than {TOLERANCE:.0%} between rounds "
+                       f"(at most {MAX_ROUNDS} rounds; an error if the last round's root lay beyond the gamma its "
+                       "draws can reach). The achieved E[K+] is checked with --num fresh draws and reported with its "
+                       "standard error and its distance to the target in SE; exit status 1 when that is more than "
+                       f"{TARGET_Z:g} SE.")
     ca.add_argument("--expected-nodes", type=positive_float, required=True)
     ca.add_argument("--alpha", type=positive_float, default=1.0)
     ca.add_argument("--num-observed", type=positive_int, default=1)
@@ -221,22 +224,23 @@ def cmd_study(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from ..priors.study import calibrate_gamma
+    from ..priors.study import TARGET_Z, TOLERANCE, calibrate_gamma
 
     rng = np.random.default_rng(args.seed)
     res = calibrate_gamma(args.expected_nodes, args.alpha, args.num_observed, rng, num=args.num,
                           observed_order=args.observed_order)
     z = res["z"]
-    within = abs(z) <= 4
+    within = abs(z) <= TARGET_Z
     print(f"gamma = {res['gamma']:.6g}  (E[K+] = {res['expected_nodes']:.4g} ± {res['expected_nodes_se']:.2g}"
           f" from {args.num} fresh draws; alpha = {args.alpha}, D = {args.num_observed}; target "
           f"{args.expected_nodes:g} is {abs(z):.1f} SE away (fresh draws' and solver's errors combined), "
-          f"{'within' if within else 'NOT within'} 4 SE)")
+          f"{'within' if within else 'NOT within'} {TARGET_Z:g} SE)")
     if not res["converged"]:
         print(f"chefs: note: gamma still moved by {res['last_move']:.1%} in the last of {res['rounds']} rounds "
-              "(more than the 2% tolerance: Monte Carlo noise; a larger --num steadies it)", file=sys.stderr)
+              f"(more than the {TOLERANCE:.0%} tolerance: Monte Carlo noise; a larger --num steadies it)",
+              file=sys.stderr)
     if not within:
-        print(f"chefs: error: the achieved E[K+] misses the target {args.expected_nodes:g} by more than 4 SE; "
+        print(f"chefs: error: the achieved E[K+] misses the target {args.expected_nodes:g} by more than {TARGET_Z:g} SE; "
               "a larger --num gives a finer solution", file=sys.stderr)
         return 1
     return 0

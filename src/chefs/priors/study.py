@@ -40,6 +40,8 @@ def expectations(alpha: float, gamma: float, num_observed: int, num: int, rng, o
 
 
 TOLERANCE = 0.02  # the solver stops when gamma moves by less than 2% between rounds
+MAX_ROUNDS = 12  # rounds of draws and reweighting at most
+TARGET_Z = 4.0  # an achieved E[K+] further than this many SE from the target is reported as a miss
 MIN_ESS_FRACTION = 0.25  # reweighted draws are trusted where their effective sample size is >= num / 4
 
 
@@ -49,7 +51,7 @@ def _ess(logw) -> float:
 
 
 def calibrate_gamma(expected_nodes: float, alpha: float, num_observed: int, rng, num: int = 4000,
-                    observed_order=0.0, phi: float = 1.0, max_rounds: int = 12) -> dict:
+                    observed_order=0.0, phi: float = 1.0, max_rounds: int = MAX_ROUNDS) -> dict:
     """The gamma with E[K+ | alpha, gamma, D] = expected_nodes.
 
     Each round draws ``num`` graphs at the current gamma and solves the reweighted
