@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import check_names
+
 PRIORS = ("cibp", "icp", "ecibp")
 # sized on the shared 2-core development machine (~8-10 sweeps/s on 500 images): the default run
 # took 13 min wall for both priors at load ~8 (5.7 min CPU), --quick 1.75 min (docs/derivations-reconstruct.md)
@@ -154,15 +156,7 @@ def run_reconstruct(out, priors=("cibp", "icp"), seed: int = 0, quick: bool = Fa
             raise ValueError(f"unknown setting {k!r}")
         if v is not None:
             settings[k] = int(v)
-    priors = list(priors)
-    if not priors:
-        raise ValueError(f"--priors is empty; choose from {', '.join(PRIORS)}")
-    twice = sorted({p for p in priors if priors.count(p) > 1})
-    if twice:  # both would fit into the same runs/PRIOR-SEED and give identical rows
-        raise ValueError(f"prior(s) {twice} listed more than once in --priors")
-    bad = [p for p in priors if p not in PRIORS]
-    if bad:
-        raise ValueError(f"unknown prior(s) {bad}; choose from {', '.join(PRIORS)}")
+    priors = check_names(priors, PRIORS, "--priors", "prior")  # a prior twice: one runs/PRIOR-SEED, identical rows
     if settings["burn_in"] >= settings["sweeps"]:
         raise ValueError(f"burn-in ({settings['burn_in']}) must be smaller than sweeps ({settings['sweeps']})")
     if settings["num_train"] < 20 or settings["num_test"] < 1:

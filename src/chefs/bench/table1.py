@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..evaluation import hellinger
+from . import check_names
 from ..runkind import refuse_file_as_dir
 
 DATASETS = ("ring", "two-moons", "pinwheel", "geyser", "iris", "yeast", "abalone", "cloud", "wine")
@@ -178,23 +179,8 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
                          "ecibp is among the models")
     out = Path(out)
     refuse_file_as_dir(out)
-    models, datasets = list(models), list(datasets)
-    if not models:
-        raise ValueError(f"--models is empty; choose from {', '.join(MODELS)}")
-    if not datasets:
-        raise ValueError(f"--datasets is empty; choose from {', '.join(DATASETS)} (leave it out for all nine)")
-    twice = sorted({m for m in models if models.count(m) > 1})
-    if twice:
-        raise ValueError(f"model(s) {twice} listed more than once in --models")
-    twice = sorted({d for d in datasets if datasets.count(d) > 1})
-    if twice:  # a set run twice would show a spread of 0 between identical runs as a "± 0.0000"
-        raise ValueError(f"data set(s) {twice} listed more than once in --datasets")
-    unknown = [m for m in models if m not in MODELS]
-    if unknown:
-        raise ValueError(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
-    bad = [d for d in datasets if d not in DATASETS]
-    if bad:
-        raise ValueError(f"unknown data set(s) {bad}; choose from {', '.join(DATASETS)}")
+    models = check_names(models, MODELS, "--models", "model")
+    datasets = check_names(datasets, DATASETS, "--datasets", "data set", " (leave it out for all nine)")
     from ..datasets import load
 
     for ds in datasets:  # a missing data file is reported before anything runs, not after an hour
