@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from chefs import ICP
+from chefs import DAG, ICP
 from chefs.priors.exact import enumerate_structures, structure_key
 
 from .stats import Z, cell_z, max_abs_z, two_sample_cell_z, two_sample_mean_z
@@ -359,3 +359,35 @@ def test_bad_sampler_arguments_raise(rng):
         prior.sample(rng, 2, method="gibbs")
     with pytest.raises(ValueError):
         prior.sample(42, 2)
+
+
+def _finite_density_mass(prior, K, density_K):
+    """P(H = 0) and P(H = 1) for D = 2 observed nodes fixed at order 0 from the
+    finite-K density (eq. 8, ``log_prob(finite_K=density_K)``): H = 0 is one graph;
+    for H = 1 the hidden node's order is integrated by quadrature and its child sets
+    ({0}, {1}, {0, 1}) summed."""
+    from scipy.integrate import quad
+
+    g0 = DAG([0.0, 0.0], [True, True], fixed=[True, True])
+
+    def dens(t):
+        return sum(math.exp(prior.log_prob(DAG([0.0, 0.0, t], [True, True, False], [2] * len(ch), ch,
+                                                fixed=[True, True, False]), finite_K=density_K))
+                   for ch in ([0], [1], [0, 1]))
+
+    p1, _ = quad(dens, 0, 1, epsabs=1e-13)
+    return math.exp(prior.log_prob(g0, finite_K=density_K)), p1
+
+
+@pytest.mark.parametrize("K", [4, 6, 20])
+def test_finite_K_density_matches_the_finite_enumeration(K):
+    """``log_prob(finite_K=K)`` (eq. 8) against the exact finite-K enumeration, which
+    has its own formulas (test audit, stop 18: log_prob's finite-K branch was only
+    checked through its K -> infinity limit). Negative control: the density of K + 1
+    against the enumeration of K."""
+    prior = ICP(0.8, 1.3, 0.6)
+    exact = [sum(s.prob for s in enumerate_structures(prior, 2, h, finite_K=K) if s.num_hidden == h) for h in (0, 1)]
+    got = _finite_density_mass(prior, K, K)
+    assert got == pytest.approx(exact, rel=1e-9)
+    wrong = _finite_density_mass(prior, K, K + 1)
+    assert max(abs(w - e) for w, e in zip(wrong, exact)) > 1e-3
