@@ -19,24 +19,24 @@ def positive_float(text: str) -> float:
     return v
 
 
-def positive_int(text: str) -> int:
+def int_at_least(text: str, lo: int, what: str | None = None) -> int:
+    """An integer argument >= ``lo``; ``what`` names it in the error (default
+    "an integer >= lo")."""
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    if v < lo:
+        raise argparse.ArgumentTypeError(f"expected {what or f'an integer >= {lo}'}, got {text}")
     return v
+
+
+def positive_int(text: str) -> int:
+    return int_at_least(text, 1, "a positive integer")
 
 
 def nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text}")
-    return v
+    return int_at_least(text, 0, "a non-negative integer")
 
 
 #: spellings of a free observed order in ``--observed-order``
@@ -158,13 +158,10 @@ def write_points(out, X, names=None) -> None:
     import numpy as np
 
     header = ",".join(names) if names and len(names) == X.shape[1] else ""
-    if to_stdout(out):
-        np.savetxt(sys.stdout, X, delimiter=",", fmt="%.8g", header=header, comments="")
-        sys.stdout.flush()
-        return
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.savetxt(out, X, delimiter=",", fmt="%.8g", header=header, comments="")
+    if not to_stdout(out):
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+    np.savetxt(sys.stdout if to_stdout(out) else out, X, delimiter=",", fmt="%.8g", header=header, comments="")
+    sys.stdout.flush()
 
 
 def to_stdout(out) -> bool:

@@ -3,14 +3,13 @@ Table 1 and the Hellinger distance between two samples."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from ._util import load_data_spec, nonneg_int, refuse_existing
+from ._util import int_at_least, load_data_spec, nonneg_int, refuse_existing
 
 
 def _add_data_dir(p) -> None:
@@ -31,13 +30,7 @@ def _add_data_dir(p) -> None:
 def _num_mc(text: str) -> int:
     from ..evaluation import MIN_NUM_MC
 
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < MIN_NUM_MC:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {MIN_NUM_MC}, got {text}")
-    return v
+    return int_at_least(text, MIN_NUM_MC)
 
 
 def register(subparsers) -> None:
