@@ -40,7 +40,7 @@ def _sample(args) -> int:
     if not to_stdout(args.out):
         refuse_existing(args.out, args.force)
     model = OutTree.load(args.run)
-    Y = model.sample(args.num, np.random.default_rng(args.seed))
+    Y = model.sample(args.num, np.random.default_rng(args.seed), candidates=args.candidates, method=args.method)
     names = model.meta_.get("columns")
     if "columns" not in model.meta_ and isinstance(model.meta_.get("data"), str) \
             and not os.path.isfile(model.meta_["data"]):  # a run from before the names were saved
@@ -61,6 +61,8 @@ def _score(args) -> int:
 
 
 def register(subparsers) -> None:
+    from ..outtree.predictive import SAMPLE_METHODS
+
     p = subparsers.add_parser("outtree", help="out-tree (tdid) density estimator with variational Bayes")
     sub = p.add_subparsers(dest="outtree_command", metavar="ACTION")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -84,6 +86,12 @@ def register(subparsers) -> None:
                                                "(default: standard output; - also means standard output)")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     s.add_argument("--seed", type=nonneg_int, default=0)
+    s.add_argument("--candidates", type=positive_int, default=16,
+                   help="proposals per fantasy point (default 16; the cost grows linearly with it)")
+    s.add_argument("--method", choices=list(SAMPLE_METHODS), default="sir",
+                   help="sir: independent sampling-importance-resampling draws, exact only as --candidates "
+                        "grows (default); isir: iterated SIR, a chain that leaves the predictive exactly "
+                        "invariant but repeats some points")
     s.set_defaults(func=_sample)
 
     c = sub.add_parser("score", help="print the mean predictive log-density of a data file")

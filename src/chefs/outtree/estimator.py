@@ -198,14 +198,17 @@ class OutTree:
         """Mean predictive log-density of the rows of ``X``."""
         return float(np.mean(self.score_samples(X)))
 
-    def sample(self, n: int, rng=None, candidates: int = 16) -> np.ndarray:
-        """Draw ``n`` fantasy points from the predictive (sampling-importance-resampling)."""
+    def sample(self, n: int, rng=None, candidates: int = 16, method: str = "sir") -> np.ndarray:
+        """Draw ``n`` fantasy points from the predictive: sampling-importance-resampling
+        with ``candidates`` proposals per point (``method="sir"``), or the iterated SIR
+        chain that leaves the predictive exactly invariant (``method="isir"``; see
+        :meth:`chefs.outtree.predictive.Predictive.sample`)."""
         self._check_fitted()
         if int(n) < 1:
             raise ValueError("n must be a positive integer")
         if int(candidates) < 1:
             raise ValueError("candidates must be a positive integer")
-        Y = self._pred.sample(int(n), _as_rng(rng), int(candidates))
+        Y = self._pred.sample(int(n), _as_rng(rng), int(candidates), method=method)
         return self.shift_ + Y * self.scale_
 
     # ------------------------------------------------------------------
