@@ -239,3 +239,52 @@ def test_a_model_row_does_not_depend_on_the_other_models(tmp_path, capsys):
     assert main(["bench", "table1", "--out", str(tmp_path / "t"), "--datasets", "ring", "--models", "kde,kde",
                  "--quick"]) == 2
     assert "more than once" in capsys.readouterr().err
+
+
+def test_table1_resume_finishes_an_interrupted_run(tmp_path, capsys):
+    """--resume keeps the finished rows (nothing of them is rerun) and runs only
+    the missing ones; the finished table has the rows that one uninterrupted run
+    gives, value for value, and the figure is drawn from the stored fantasy data
+    of both parts. Refused: other settings, or --force with --resume."""
+    args = ["bench", "table1", "--datasets", "ring", "--quick"]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert main(args + ["--out", str(whole), "--models", "kde,dpgmm"]) == 0
+    assert main(args + ["--out", str(part), "--models", "kde"]) == 0  # "interrupted" after kde
+    first = (part / "table1.csv").read_text()
+    capsys.readouterr()
+    assert main(args + ["--out", str(part), "--models", "kde,dpgmm", "--resume"]) == 0
+    log = capsys.readouterr().out
+    assert "2 finished rows kept, 1 (data set, seed) cells to run" in log
+    assert " kde " not in log.split("resuming", 1)[1].split("wrote", 1)[0]  # kde not rerun
+    assert (part / "table1.csv").read_text().startswith(first)  # the kept rows are untouched
+
+    def values(out):
+        return {(r["model"], r["seed"]): (r["hellinger"], r["heldout_loglik"], r["settings"])
+                for r in csv.DictReader(open(out / "table1.csv"))}
+
+    assert values(part) == values(whole) and len(values(part)) == 3
+    assert sorted(p.name for p in (part / "fantasy").glob("*.npz")) == ["ring-dpgmm-0.npz", "ring-kde-0.npz"]
+    assert (part / "fantasy_toy.png").exists()
+    # nothing left to run: the table is rewritten from the kept rows alone
+    assert main(args + ["--out", str(part), "--models", "kde,dpgmm", "--resume"]) == 0
+    assert "0 (data set, seed) cells to run" in capsys.readouterr().out
+    assert values(part) == values(whole)
+    # another run's settings, or both flags: one clear error, the file untouched
+    before = (part / "table1.csv").read_bytes()
+    assert main(["bench", "table1", "--datasets", "ring", "--models", "kde", "--out", str(part), "--resume"]) == 2
+    assert "other settings (quick)" in capsys.readouterr().err
+    assert main(args + ["--out", str(part), "--models", "kde", "--resume", "--force"]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert (part / "table1.csv").read_bytes() == before
+
+
+def test_table1_interrupt_points_to_resume(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during a table run ends with exit status 130 and says how to finish it."""
+    from chefs.bench import table1
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(table1, "run_table1", interrupted)
+    assert main(["bench", "table1", "--out", str(tmp_path / "t"), "--datasets", "ring", "--quick"]) == 130
+    assert "--resume" in capsys.readouterr().err

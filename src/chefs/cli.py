@@ -91,6 +91,8 @@ def main(argv=None) -> int:
         hint = ""
         if args.command == "fit" and getattr(args, "out", None):
             hint = f"; checkpoints are kept: `chefs resume {args.out}` continues the run"
+        elif args.command == "bench" and getattr(args, "bench_command", None) == "table1":
+            hint = "; the finished rows are kept: the same command with --resume (instead of --force) runs the rest"
         print(f"chefs: interrupted{hint}", file=sys.stderr)
         return 130
 

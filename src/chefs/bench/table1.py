@@ -161,14 +161,23 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
 
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
                chains: int = 1, jobs: int = 1, force: bool = False, sweeps=None, burn_in=None,
-               thin=None, margin=None) -> Path:
+               thin=None, margin=None, resume: bool = False) -> Path:
     """Run the benchmark; writes table1.csv, table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
     parallel processes by the chain driver). ``jobs`` > 1 runs the (data set,
     seed) cells in that many processes; every cell has its own random streams,
     so the numbers do not depend on ``jobs`` (only the row order of the CSV does).
     ``sweeps``, ``burn_in``, ``thin``: longer (or shorter) chains for all three
-    belief networks, ``margin`` their unit map's margin (:func:`chain_settings`)."""
+    belief networks, ``margin`` their unit map's margin (:func:`chain_settings`).
+
+    ``resume``: keep the rows of an earlier run with the same settings in
+    ``out/table1.csv`` (one stopped by a crash or Ctrl-C: every finished row is on
+    disk) and run only the missing (data set, model, seed) rows. Each model has its
+    own random stream, so the finished table equals an uninterrupted run's.
+    The toy sets' fantasy data are kept in ``out/fantasy/DATASET-MODEL-SEED.npz``
+    (arrays ``fantasy`` and ``test``), from which the figure is drawn."""
+    if force and resume:
+        raise ValueError("--force replaces OUT/table1.csv and --resume keeps its rows: give one of them")
     if int(chains) != chains or chains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     if int(jobs) != jobs or jobs < 1:
@@ -185,29 +194,45 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
 
     for ds in datasets:  # a missing data file is reported before anything runs, not after an hour
         load(ds, data_dir=data_dir)
-    if (out / "table1.csv").exists() and not force:
-        raise FileExistsError(f"{out / 'table1.csv'} exists; use --force to replace it (or another --out; "
-                              "`chefs bench table1-merge` combines runs)")
+    path = out / "table1.csv"
+    kept = []
+    if path.exists():
+        if resume:
+            kept = _rows_to_resume(path, label)
+        elif not force:
+            raise FileExistsError(f"{path} exists; use --force to replace it, --resume to finish an interrupted run "
+                                  "with the same settings (or another --out; `chefs bench table1-merge` combines runs)")
     out.mkdir(parents=True, exist_ok=True)
     seeds = tuple(seeds)
-    cells = [(ds, seed, tuple(models), settings, data_dir, str(out), int(chains)) for ds in datasets for seed in seeds]
-    rows = []
-    path = out / "table1.csv"
-    fh = open(path, "w", newline="")
-    w = csv.DictWriter(fh, fieldnames=["dataset", "model", "seed", "hellinger", "heldout_loglik", "seconds", "note",
-                                       "settings", "margin"])
-    w.writeheader()
-    fantasies = {}
+    done = {(r["dataset"], r["model"], int(r["seed"])) for r in kept}
+    cells = []
+    for ds in datasets:
+        for seed in seeds:
+            todo = tuple(m for m in models if (ds, m, seed) not in done)
+            baseline = (ds, "baseline", seed) not in done
+            if todo or baseline:
+                cells.append((ds, seed, todo, settings, data_dir, str(out), int(chains), baseline))
+    if kept:
+        log(f"resuming {path}: {len(kept)} finished rows kept, {len(cells)} (data set, seed) cells to run")
+    rows = list(kept)
+    fh = open(path, "a" if kept else "w", newline="")
+    w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+    fantasy_dir = out / "fantasy"
+    if not kept:
+        w.writeheader()
+        for f in fantasy_dir.glob("*.npz"):  # a replaced run's fantasy data
+            f.unlink()
 
     def record(row, fantasy, test):
         row["settings"] = label
         # the belief networks' unit-map margin, so that a merge never mixes margins
         row["margin"] = repr(settings["margin"]) if row["model"] in NETWORKS else ""
+        if fantasy is not None:  # before the row: a row on disk always has its fantasy file
+            fantasy_dir.mkdir(exist_ok=True)
+            np.savez(fantasy_dir / f"{row['dataset']}-{row['model']}-{row['seed']}.npz", fantasy=fantasy, test=test)
         rows.append(row)
         w.writerow(row)
         fh.flush()  # a crash loses at most the cell in progress
-        if fantasy is not None and row["seed"] == seeds[0]:
-            fantasies[(row["dataset"], row["model"])] = (fantasy, test)
 
     try:
         if jobs == 1:
@@ -233,8 +258,34 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     finally:
         fh.close()
     write_markdown(rows, out / "table1.md", datasets)
+    fantasies = {}
+    for ds in datasets:
+        for m in models:
+            f = fantasy_dir / f"{ds}-{m}-{seeds[0]}.npz"
+            if ds in TOY and f.exists():
+                with np.load(f, allow_pickle=False) as z:
+                    fantasies[(ds, m)] = (z["fantasy"], z["test"])
     _figures(fantasies, out, quick, label)
     return path
+
+
+CSV_FIELDS = ["dataset", "model", "seed", "hellinger", "heldout_loglik", "seconds", "note", "settings", "margin"]
+
+
+def _rows_to_resume(path: Path, label: str) -> list[dict]:
+    """The rows of an earlier run in ``path``, checked to be this run's kind."""
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = list(reader)
+        fields = reader.fieldnames or []
+    if fields != CSV_FIELDS:
+        raise ValueError(f"{path} has columns {fields}, not those this version writes ({CSV_FIELDS}); "
+                         "it cannot be resumed: use --force or another --out")
+    other = sorted({r["settings"] for r in rows} - {label})
+    if other:
+        raise ValueError(f"{path} was written with other settings ({'; '.join(other)}) than this run ({label}): "
+                         "resume with the same --quick/--sweeps/--burn-in/--thin/--margin")
+    return rows
 
 
 def _cell_job(cell):
@@ -243,9 +294,10 @@ def _cell_job(cell):
     return list(_cell_rows(*cell, log=lines.append)), lines
 
 
-def _cell_rows(ds, seed, models, settings, data_dir, out, chains, log):
-    """Yield ``(row, fantasy, test)`` for the baseline and each model on one split
-    (``fantasy`` only for the 2-D toy sets, for the figure)."""
+def _cell_rows(ds, seed, models, settings, data_dir, out, chains, baseline=True, *, log):
+    """Yield ``(row, fantasy, test)`` for the baseline (unless ``baseline`` is
+    false) and each model on one split (``fantasy`` only for the 2-D toy sets,
+    for the figure)."""
     from ..datasets import load_split
 
     train, test = load_split(ds, seed=seed, data_dir=data_dir)
@@ -254,8 +306,9 @@ def _cell_rows(ds, seed, models, settings, data_dir, out, chains, log):
         train = train[rng.choice(train.shape[0], settings["max_train"], replace=False)]
     n = test.shape[0]
     t0 = time.perf_counter()
-    yield ({"dataset": ds, "model": "baseline", "seed": seed, "hellinger": hellinger(train, test),
-            "heldout_loglik": "", "seconds": time.perf_counter() - t0, "note": "train vs test"}, None, None)
+    if baseline:
+        yield ({"dataset": ds, "model": "baseline", "seed": seed, "hellinger": hellinger(train, test),
+                "heldout_loglik": "", "seconds": time.perf_counter() - t0, "note": "train vs test"}, None, None)
     for model in models:
         t0 = time.perf_counter()
         note = ""

@@ -33,6 +33,9 @@ def register(sub) -> None:
                    help="unit-map margin of the ICP, CIBP and ECIBP fits alike: each column's training range goes "
                         f"onto [MARGIN, 1 - MARGIN] (default: {MARGIN}, chefs.density.MARGIN)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
+    t.add_argument("--resume", action="store_true",
+                   help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "
+                        "(data set, model, seed) rows (same settings needed; the result equals an uninterrupted run)")
     t.add_argument("--data-dir", default=None, help="UCI/R data files (default: $CHEFS_DATA)")
     t.set_defaults(func=cmd_table1)
     mg = bs.add_parser("table1-merge", help="merge table1.csv files of separate runs into one table")
@@ -70,7 +73,7 @@ def cmd_table1(args) -> int:
     seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
                       jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
-                      margin=args.margin)
+                      margin=args.margin, resume=args.resume)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0
