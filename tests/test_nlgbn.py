@@ -60,9 +60,9 @@ SENSITIVE = {"rho_prior": (4.0, 1.0), "weight_var": 4.0}  # data informative abo
 GW = {"sweeps_between": 2}
 
 
-def make_model(D=1, N=5, seed=0, **kw):
+def make_model(D=1, N=5, seed=0, structure_moves=3, **kw):
     rng = np.random.default_rng(seed)
-    return NLGBN(rng.uniform(0.2, 0.8, size=(N, D)), 16, rng, num_tries=4, structure_moves=3, **kw)
+    return NLGBN(rng.uniform(0.2, 0.8, size=(N, D)), 16, rng, num_tries=4, structure_moves=structure_moves, **kw)
 
 
 def test_a_plant_on_the_models_own_sweep_is_refused():
@@ -360,43 +360,55 @@ def test_geweke_negative_control_wrong_weight_variance_conditional(monkeypatch):
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
-def _layered(name):
+def _layered(name, **kw):
+    """NLGBN with a layered structure prior (hyperparameters fixed); ``kw``: make_model's
+    settings (default: five data points with ``SENSITIVE`` priors)."""
     from chefs.mcmc.run import make_structure_prior
 
     prior = make_structure_prior({"name": name, "alpha": 1.0, "beta": 1.0})
-    model = make_model(**SENSITIVE, structure_prior=prior)
+    model = make_model(**(kw or SENSITIVE), structure_prior=prior)
     model.update_prior_hyper = False
     return model, prior
+
+
+def _layered_stationarity(name, replicates, seed=1, **kw):
+    """z-scores of the joint-draw stationarity test (three steps) of ``_layered(name, **kw)``."""
+    from chefs.mcmc.geweke import stationarity_test
+
+    model, prior = _layered(name, **kw)
+    return stationarity_test(model, ChainConfig(1, 0.0, weights=(1, 1, 0, 0)), replicates, 3,
+                             np.random.default_rng(seed), draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)))
+
+
+def _birth_death_ignores_likelihood(monkeypatch):
+    """Plant: the birth/death moves drop the collapsed likelihood gain of the new (or
+    removed) unit's edge (``collapsed_gain`` serves only them on the layered path; the
+    layered edge pass uses the compiled kernel)."""
+    real = nl.collapsed_gain
+    monkeypatch.setattr(nl, "collapsed_gain", lambda u, r, rho, v=1.0: (0.0,) + real(u, r, rho, v)[1:])
 
 
 # The single-chain Geweke test of the CIBP path above holds about 6 effective samples, and
 # the ECIBP's skip edges mix too slowly for it at CI size: this joint-draw check is the
 # exact one for both (about 20-30 s each), with a birth/death control (CIBP) and an
-# edge-pass control (ECIBP) at the same settings.
+# edge-pass control (ECIBP) at the same settings; the ECIBP's birth/death control runs at
+# the settings of BIRTH_DEATH below, with its own passing run.
 @pytest.mark.parametrize("name", ["cibp", "ecibp"])
 def test_stationarity_from_joint_draws_layered_priors(name):
     """Joint-draw stationarity (independent replicates, honest standard errors):
     three successive-conditional steps from exact joint draws leave every test
     function's mean unchanged, for the NLGBN with the CIBP and ECIBP priors."""
-    from chefs.mcmc.geweke import stationarity_test
-
-    model, prior = _layered(name)
-    zs = stationarity_test(model, ChainConfig(1, 0.0, weights=(1, 1, 0, 0)), 4000, 3, np.random.default_rng(1),
-                           draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)))
+    zs = _layered_stationarity(name, 4000)
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
 def test_stationarity_negative_control_birth_death_ignores_likelihood(monkeypatch):
     """The same check catches CIBP birth/death moves that drop the likelihood gain.
     (With the ECIBP this plant reads only |z| = 3.8-4.7 at this size, seeds 1-3:
-    too weak for a control, so the fast ECIBP control below plants in the edge pass.)"""
-    from chefs.mcmc.geweke import stationarity_test
-
-    real = nl.collapsed_gain
-    monkeypatch.setattr(nl, "collapsed_gain", lambda u, r, rho, v=1.0: (0.0,) + real(u, r, rho, v)[1:])
-    model, prior = _layered("cibp")
-    zs = stationarity_test(model, ChainConfig(1, 0.0, weights=(1, 1, 0, 0)), 4000, 3, np.random.default_rng(1),
-                           draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)))
+    too weak for a control; the ECIBP's birth/death control runs at the settings of
+    ``BIRTH_DEATH`` below.)"""
+    _birth_death_ignores_likelihood(monkeypatch)
+    zs = _layered_stationarity("cibp", 4000)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -406,8 +418,6 @@ def test_stationarity_negative_control_layered_edge_pass_ignores_likelihood(monk
     11.0 with the check's 4,000 replicates (num_nodes), and 7.4-9.1 with half of
     them (seeds 1-2), the size run here to save CI time (a control that fails at
     half the size fails at the full size too)."""
-    from chefs.mcmc.geweke import stationarity_test
-
     real = nl._kern.collapsed
 
     def no_gain(*args):
@@ -415,9 +425,32 @@ def test_stationarity_negative_control_layered_edge_pass_ignores_likelihood(monk
         return 0.0, mean, var
 
     monkeypatch.setattr(nl._kern, "collapsed", no_gain)
-    model, prior = _layered("ecibp")
-    zs = stationarity_test(model, ChainConfig(1, 0.0, weights=(1, 1, 0, 0)), 2000, 3, np.random.default_rng(1),
-                           draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)))
+    zs = _layered_stationarity("ecibp", 2000)
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+# Settings where the ECIBP's birth/death moves carry the likelihood: 200 data points,
+# precise units (E[rho] = 16) and large weights (variance 16) make the collapsed gain of a
+# hidden parent's edge large, and a sweep makes 10 birth/death proposals (3 above). The
+# plant below then reads |z| = 10.4-11.9 (y_obs_sq; seeds 1-5), the passing run 1.4-3.1.
+BIRTH_DEATH = {"N": 200, "structure_moves": 10, "rho_prior": (16.0, 1.0), "weight_var": 16.0}
+
+
+def test_stationarity_ecibp_birth_death_settings():
+    """The joint-draw stationarity test of the ECIBP path at the settings of its
+    birth/death control (3,000 replicates): every |z| below the bound (max 2.83 here,
+    1.4-3.1 at seeds 1-5)."""
+    zs = _layered_stationarity("ecibp", 3000, **BIRTH_DEATH)
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_stationarity_negative_control_ecibp_birth_death_ignores_likelihood(monkeypatch):
+    """The check above catches ECIBP birth/death moves that drop the likelihood gain:
+    the observed units' second moment falls (presumably deaths of hidden parents the data
+    need), y_obs_sq at z = -11.85 (seeds 1-5: -10.4 to -11.9; 2,000 replicates: -8.2
+    to -10.2)."""
+    _birth_death_ignores_likelihood(monkeypatch)
+    zs = _layered_stationarity("ecibp", 3000, **BIRTH_DEATH)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
