@@ -243,14 +243,17 @@ def test_a_model_row_does_not_depend_on_the_other_models(tmp_path, capsys):
 
 def test_table1_resume_finishes_an_interrupted_run(tmp_path, capsys):
     """--resume keeps the finished rows (nothing of them is rerun) and runs only
-    the missing ones; the finished table has the rows that one uninterrupted run
-    gives, value for value, and the figure is drawn from the stored fantasy data
-    of both parts. Refused: other settings, or --force with --resume."""
+    the missing ones (a row cut short by the crash counts as missing); the finished
+    table has the rows that one uninterrupted run gives, value for value, and the
+    figure is drawn from the stored fantasy data of both parts. Refused: other
+    settings, or --force with --resume."""
     args = ["bench", "table1", "--datasets", "ring", "--quick"]
     whole, part = tmp_path / "whole", tmp_path / "part"
     assert main(args + ["--out", str(whole), "--models", "kde,dpgmm"]) == 0
     assert main(args + ["--out", str(part), "--models", "kde"]) == 0  # "interrupted" after kde
     first = (part / "table1.csv").read_text()
+    with open(part / "table1.csv", "a") as fh:  # the crash came while dpgmm's row was being written
+        fh.write("ring,dpgmm,0,0.1")
     capsys.readouterr()
     assert main(args + ["--out", str(part), "--models", "kde,dpgmm", "--resume"]) == 0
     log = capsys.readouterr().out

@@ -215,11 +215,13 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     if kept:
         log(f"resuming {path}: {len(kept)} finished rows kept, {len(cells)} (data set, seed) cells to run")
     rows = list(kept)
-    fh = open(path, "a" if kept else "w", newline="")
+    fh = open(path, "w", newline="")  # the kept rows are written back first
     w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+    w.writeheader()
+    w.writerows(kept)
+    fh.flush()
     fantasy_dir = out / "fantasy"
     if not kept:
-        w.writeheader()
         for f in fantasy_dir.glob("*.npz"):  # a replaced run's fantasy data
             f.unlink()
 
@@ -281,6 +283,8 @@ def _rows_to_resume(path: Path, label: str) -> list[dict]:
     if fields != CSV_FIELDS:
         raise ValueError(f"{path} has columns {fields}, not those this version writes ({CSV_FIELDS}); "
                          "it cannot be resumed: use --force or another --out")
+    # a row cut short by a crash (fields missing) is dropped: its cell runs again
+    rows = [r for r in rows if None not in r.values() and None not in r]
     other = sorted({r["settings"] for r in rows} - {label})
     if other:
         raise ValueError(f"{path} was written with other settings ({'; '.join(other)}) than this run ({label}): "
