@@ -665,3 +665,51 @@ def test_cli_runs_of_other_commands_are_named(tmp_path, capsys):
     assert main(["outtree", "sample", str(fit), "--num", "2"]) == 2
     assert capsys.readouterr().err.startswith(f"chefs: error: {fit} is a 'chefs fit' run, not a 'chefs outtree "
                                               f"fit' run: read it with 'chefs summary|fantasy|plot|export {fit}'")
+
+
+def _exact_log_total(log_beta, log_rho, mp):
+    """``log sum_r rho_r Z_r`` as the determinant of the Laplacian with a column
+    replaced by ``rho`` (derivations sec. 2), in mpmath (no floor, no scaling)."""
+    n = log_beta.shape[0]
+    c = int(np.argmax(log_rho))
+    K = mp.matrix(n, n)
+    for u in range(n):
+        for v in range(n):
+            if v != u:
+                K[u, v] = -mp.exp(mp.mpf(float(log_beta[u, v])))
+        K[u, u] = -mp.fsum(K[u, v] for v in range(n) if v != u)
+        K[u, c] = mp.exp(mp.mpf(float(log_rho[u])))
+    det = mp.det(K)
+    assert det > 0
+    return mp.log(det)
+
+
+def test_fit_with_weak_points_scores_every_point_exactly():
+    """Two tight pairs at +-3 (each a closed class entered only through weights of
+    about e^-100) make G = K^-1 of the column-replaced Laplacian huge (|G| ~ e^120)
+    and its rounding error, about eps |G| |K| |G|, reaches entries of G far from the
+    weakly coupled points. With any such point every new point is scored by the
+    direct path, which equals a 300-digit determinant. Negative control: the old
+    rule (the direct path only where the support holds a weak point) leaves the
+    points next to the pairs, whose support has no weak point, off by > 0.2 nats."""
+    mp = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(scale=0.3, size=(20, 1)), [[3.0], [3.05], [-3.0], [-3.06]]])
+    B, S = np.array([[1.0, 0.0]]), np.array([[0.04]])
+    xs = np.array([[-3.4], [-3.2], [0.0], [1.6], [3.2], [3.4]])
+    P = Predictive(X, B, S, NIW.from_data(X))
+    assert P.weak.any() and not P.weak[20:].any()  # the pairs themselves are not flagged
+    score, direct = P.log_ratio(xs), P.log_ratio_direct(xs)
+    np.testing.assert_allclose(score, direct, rtol=1e-12, atol=0)
+    assert P.n_direct == len(xs)
+    with mp.workdps(300):
+        base = _exact_log_total(P.log_beta_finite(X), P.root.log_predictive(X), mp)
+        for j in (1, 4):
+            Y = np.vstack([X, xs[j]])
+            tot = _exact_log_total(P.log_beta_finite(Y), P.root.log_predictive(Y), mp)
+            assert abs(float(tot - base) + P._const - direct[j]) < 1e-9 * max(1.0, abs(direct[j]))
+    Q = Predictive(X, B, S, NIW.from_data(X), route_by_support=True)
+    old = Q.log_ratio(xs)
+    np.testing.assert_allclose(old[[2, 3]], direct[[2, 3]], rtol=1e-9)  # bulk: fine either way
+    assert np.min(np.abs(old - direct)[[0, 1, 4, 5]]) > 0.2
+    assert Q.n_direct < len(xs)  # the wrong points were not routed

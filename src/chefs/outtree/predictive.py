@@ -66,9 +66,11 @@ def _available_cores() -> int:
 
 _SUPPORT_LOG_TOL = -45.0  # drop parent weights below e^-45 of the |G| scale
 # a training point u with |G_uu| above this is coupled to the rest so weakly that
-# the column-replaced matrix is near-singular along it; a new point whose
-# support contains such a u is scored by the direct O(T^3) path (derivations
-# sec. 10: the bordered update can then be wrong in either direction)
+# the column-replaced matrix is near-singular along it. The LU's rounding error
+# in G is then about eps |G| |K| |G|, i.e. it reaches entries far from u, so
+# when the fit has any such point *every* new point is scored by the direct
+# O(T^3) path (derivations sec. 10: routing only the points whose support
+# contains u left errors of up to 679 nats on cloud)
 _WEAK_COUPLING_G = 1e10
 _BRIDGE_MIN_MARGINAL = 1e-3  # bridge components only on edges this probable (sec. 11)
 SAMPLE_METHODS = ("sir", "isir")  # Predictive.sample: plain SIR or iterated SIR (exactly invariant)
@@ -125,7 +127,9 @@ class Predictive:
             self._factor(int(np.argmax(q)))
         self.diagG = np.abs(np.diag(self.G))
         self.weak = self.diagG > _WEAK_COUPLING_G
-        self.n_direct = 0  # points scored by the direct path (weakly coupled support)
+        # G is unreliable everywhere once one point is weakly coupled: direct path only
+        self.all_direct = bool(self.weak.any()) and not self.route_by_support
+        self.n_direct = 0  # points scored by the direct path (fits with a weakly coupled point)
         self.log_norm = 0.0
         self.n_fallback = 0  # points scored by the leaf lower bound
         self.log_norm_se = np.nan
@@ -159,7 +163,10 @@ class Predictive:
 
         Exact: sums over every out-tree on the ``T + 1`` points (up to dropping
         the edges ``x* -> u`` whose weight is below ``e^-45`` of the matrix scale).
-        Each point is scored on its own against the training set.
+        Each point is scored on its own against the training set. On a fit with a
+        weakly coupled training point (``all_direct``) ``G`` is unreliable in every
+        entry, and every point is scored by :meth:`log_ratio_direct` (O(T^3) each;
+        derivations-outtree sec. 10).
         """
         Xnew = np.atleast_2d(np.asarray(Xnew, float))
         out = np.empty(Xnew.shape[0])
@@ -171,6 +178,9 @@ class Predictive:
     def _log_ratio_batch(self, Xs):
         X, G, c = self.X, self.G, self.c
         n = Xs.shape[0]
+        if self.all_direct:
+            self.n_direct += n
+            return self.log_ratio_direct(Xs)
         # a[j, v] = log p(x*_j | X_v): x* as child; b[j, u] = log p(X_u | x*_j): x* as parent
         log_a = gaussian_log_lik_matrix(Xs, X, self.B, self.Sigma)
         log_b = gaussian_log_lik_matrix(X, Xs, self.B, self.Sigma).T
@@ -199,13 +209,12 @@ class Predictive:
     def _score_loop(self, out, n, rel_b, scale, low, sum_a, RG, G, c, m_a, log_rho_new) -> list[int]:
         """Fast scores into ``out``; returns the rows left to the direct path."""
         direct = []
-        any_weak = bool(self.weak.any())
         for j in range(n):
             sc = rel_b[j] + scale
             keep = np.nonzero(sc > min(0.0, sc.max()) + _SUPPORT_LOG_TOL)[0]
             k = keep.size
             self.support_sizes.append(k)
-            if any_weak and self.weak[keep].any():
+            if self.route_by_support and self.weak[keep].any():  # the old rule (negative control only)
                 direct.append(j)
                 out[j] = np.nan
                 continue
@@ -384,6 +393,9 @@ class Predictive:
     broad_weight: float = 0.05
     bridge_weight: float = 0.2
     direct_threads: int = 0  # threads for the direct path; 0: one per available core, at most 4
+    # False (default): a fit with any weakly coupled point scores every point by the direct
+    # path. True: the pre-fix rule, only points whose support holds a weak point (tests only)
+    route_by_support: bool = False
 
     def estimate_normalizer(self, n: int, rng: np.random.Generator) -> tuple[float, float]:
         """Importance-sampling estimate of ``log int ratio(x) dx`` and its standard error.
