@@ -253,7 +253,7 @@ def test_table1_resume_finishes_an_interrupted_run(tmp_path, capsys):
     assert main(args + ["--out", str(part), "--models", "kde"]) == 0  # "interrupted" after kde
     first = (part / "table1.csv").read_text()
     with open(part / "table1.csv", "a") as fh:  # the crash came while dpgmm's row was being written
-        fh.write("ring,dpgmm,0,0.1")
+        fh.write("ring,dpgmm,0,0.1,,3.2,,quick,")  # every field there, but the line not finished
     capsys.readouterr()
     assert main(args + ["--out", str(part), "--models", "kde,dpgmm", "--resume"]) == 0
     log = capsys.readouterr().out
@@ -279,6 +279,16 @@ def test_table1_resume_finishes_an_interrupted_run(tmp_path, capsys):
     assert main(args + ["--out", str(part), "--models", "kde", "--resume", "--force"]) == 2
     assert "give one of them" in capsys.readouterr().err
     assert (part / "table1.csv").read_bytes() == before
+    # a file with a row twice, or with a row that is not a finished one, is not resumed
+    lines = before.decode().splitlines(keepends=True)
+    for bad, msg in ((lines + [lines[-1]], "appears twice"), (lines + ["ring,icp,x,0.1,,1,,quick,0.3\n"], "line 5")):
+        (part / "table1.csv").write_text("".join(bad))
+        assert main(args + ["--out", str(part), "--models", "kde,dpgmm", "--resume"]) == 2
+        assert msg in capsys.readouterr().err
+    # pooled chains are part of the belief networks' settings: one chain's rows are not resumed with two
+    (part / "table1.csv").write_bytes(before)
+    assert main(args + ["--out", str(part), "--models", "icp,kde", "--chains", "2", "--resume"]) == 2
+    assert "than this run (quick,chains=2)" in capsys.readouterr().err
 
 
 def test_table1_interrupt_points_to_resume(tmp_path, monkeypatch, capsys):

@@ -17,7 +17,9 @@ rule fixed before any model was run). Models:
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
 import time
 from pathlib import Path
 
@@ -186,6 +188,8 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     if "," in label and not set(models) & set(NETWORKS):
         raise ValueError("--sweeps/--burn-in/--thin/--margin set the belief networks' chains, but none of icp, cibp, "
                          "ecibp is among the models")
+    if chains > 1 and set(models) & set(NETWORKS):
+        label += f",chains={int(chains)}"  # pooled chains change the networks' rows: never mixed with one chain's
     out = Path(out)
     refuse_file_as_dir(out)
     models = check_names(models, MODELS, "--models", "model")
@@ -215,11 +219,16 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     if kept:
         log(f"resuming {path}: {len(kept)} finished rows kept, {len(cells)} (data set, seed) cells to run")
     rows = list(kept)
-    fh = open(path, "w", newline="")  # the kept rows are written back first
+    # the kept rows (without any row a crash cut short) replace the file in one step, so that
+    # a second crash cannot lose them; then the new rows are appended
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        w.writerows(kept)
+    os.replace(tmp, path)
+    fh = open(path, "a", newline="")
     w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
-    w.writeheader()
-    w.writerows(kept)
-    fh.flush()
     fantasy_dir = out / "fantasy"
     if not kept:
         for f in fantasy_dir.glob("*.npz"):  # a replaced run's fantasy data
@@ -229,9 +238,12 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         row["settings"] = label
         # the belief networks' unit-map margin, so that a merge never mixes margins
         row["margin"] = repr(settings["margin"]) if row["model"] in NETWORKS else ""
-        if fantasy is not None:  # before the row: a row on disk always has its fantasy file
+        if fantasy is not None:  # before the row: a row on disk always has its whole fantasy file
             fantasy_dir.mkdir(exist_ok=True)
-            np.savez(fantasy_dir / f"{row['dataset']}-{row['model']}-{row['seed']}.npz", fantasy=fantasy, test=test)
+            name = fantasy_dir / f"{row['dataset']}-{row['model']}-{row['seed']}.npz"
+            with open(name.with_suffix(".tmp"), "wb") as f:
+                np.savez(f, fantasy=fantasy, test=test)
+            os.replace(name.with_suffix(".tmp"), name)
         rows.append(row)
         w.writerow(row)
         fh.flush()  # a crash loses at most the cell in progress
@@ -260,31 +272,53 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     finally:
         fh.close()
     write_markdown(rows, out / "table1.md", datasets)
-    fantasies = {}
-    for ds in datasets:
-        for m in models:
-            f = fantasy_dir / f"{ds}-{m}-{seeds[0]}.npz"
-            if ds in TOY and f.exists():
-                with np.load(f, allow_pickle=False) as z:
-                    fantasies[(ds, m)] = (z["fantasy"], z["test"])
-    _figures(fantasies, out, quick, label)
+    _figures(_load_fantasies(rows, fantasy_dir, datasets, models, seeds[0], log), out, quick, label)
     return path
 
 
 CSV_FIELDS = ["dataset", "model", "seed", "hellinger", "heldout_loglik", "seconds", "note", "settings", "margin"]
 
 
+def _load_fantasies(rows, fantasy_dir, datasets, models, seed, log) -> dict:
+    """The toy sets' stored fantasy data of ``seed`` for the figure: only pairs with a row."""
+    have = {(r["dataset"], r["model"]) for r in rows if int(r["seed"]) == seed}
+    fantasies = {}
+    for ds in (d for d in datasets if d in TOY):
+        for m in models:
+            if (ds, m) not in have:
+                continue
+            f = fantasy_dir / f"{ds}-{m}-{seed}.npz"
+            if not f.exists():  # e.g. a row kept from a run of an older version
+                log(f"  no fantasy data stored for {ds} {m} seed {seed}: left out of the figure")
+                continue
+            with np.load(f, allow_pickle=False) as z:
+                fantasies[(ds, m)] = (z["fantasy"], z["test"])
+    return fantasies
+
+
 def _rows_to_resume(path: Path, label: str) -> list[dict]:
     """The rows of an earlier run in ``path``, checked to be this run's kind."""
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = list(reader)
-        fields = reader.fieldnames or []
+    text = path.read_text()
+    if text and not text.endswith("\n"):  # the last row was cut short by a crash: its cell runs again
+        text = text[:text.rfind("\n") + 1]
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = list(reader)
+    fields = reader.fieldnames or []
     if fields != CSV_FIELDS:
         raise ValueError(f"{path} has columns {fields}, not those this version writes ({CSV_FIELDS}); "
                          "it cannot be resumed: use --force or another --out")
-    # a row cut short by a crash (fields missing) is dropped: its cell runs again
-    rows = [r for r in rows if None not in r.values() and None not in r]
+    seen = set()
+    for k, r in enumerate(rows, 2):
+        try:
+            key = (r["dataset"], r["model"], int(r["seed"]))
+            float(r["hellinger"])
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}, line {k}: not a finished row ({r}); it cannot be resumed: "
+                             "use --force or another --out") from None
+        if key in seen:
+            raise ValueError(f"{path}: data set {key[0]}, model {key[1]}, seed {key[2]} appears twice; "
+                             "it cannot be resumed")
+        seen.add(key)
     other = sorted({r["settings"] for r in rows} - {label})
     if other:
         raise ValueError(f"{path} was written with other settings ({'; '.join(other)}) than this run ({label}): "

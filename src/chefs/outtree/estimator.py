@@ -23,7 +23,11 @@ from .vb import VBInfo, run_vb
 
 __all__ = ["OutTree", "validate_data"]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+# version 2 (before 2026-11-24) stored a normaliser that, on fits with a weakly coupled
+# training point, came from the fast scorer later found wrong there (derivations-outtree
+# sec. 10): such a run's normaliser is estimated again on load
+_READS_VERSIONS = (2, 3)
 
 
 def validate_data(X, *, name: str = "X", min_rows: int = 1, dim: int | None = None) -> np.ndarray:
@@ -272,9 +276,13 @@ class OutTree:
             raise ValueError(f"{run}/model.json is not valid JSON ({err})") from None
         if not isinstance(meta, dict) or meta.get("format") != "chefs.outtree":
             raise ValueError(f"{run}/model.json is not a chefs outtree model")
-        if int(meta.get("version", 0)) != FORMAT_VERSION:
+        try:
+            version = int(meta.get("version", 0))
+        except (TypeError, ValueError):
+            version = None
+        if version not in _READS_VERSIONS:
             raise ValueError(f"{run}/model.json has format version {meta.get('version')}; "
-                             f"this chefs reads version {FORMAT_VERSION} (refit the model)")
+                             f"this chefs reads versions {', '.join(map(str, _READS_VERSIONS))} (refit the model)")
         need = ("params", "q_nu", "prior_nu", "root_kappa0", "root_nu0", "root_hint", "elbo", "log_normalizer",
                 "log_normalizer_rel_se")
         missing = [k for k in need if k not in meta]
@@ -307,4 +315,10 @@ class OutTree:
         self._build_predictive()
         self._pred.log_norm = float(meta["log_normalizer"])
         self._pred.log_norm_se = float(meta["log_normalizer_rel_se"])
+        if version == 2 and self._pred.all_direct:
+            warnings.warn(f"{run} was saved before the out-tree scorer fix of 2026-11-24 and its fit has a weakly "
+                          "coupled training point, so its stored normaliser came from the faulty fast scorer; "
+                          "estimating it again (seed 0; docs/derivations-outtree.md section 10)", RuntimeWarning,
+                          stacklevel=2)
+            self._pred.estimate_normalizer(self.normalizer_samples, np.random.default_rng(0))
         return self

@@ -468,7 +468,7 @@ def _isir_chain(Xs: np.ndarray, lw: np.ndarray, u: np.ndarray, n: int) -> np.nda
     for t in range(steps):
         pool = lw[t] if x is None else np.append(lw[t], lx)  # the current point is index `candidates`
         if not np.isfinite(pool.max()):
-            raise FloatingPointError("every proposal of an i-SIR step has zero predictive weight")
+            raise FloatingPointError("no proposal of the i-SIR start block has a positive, finite weight")
         p = np.exp(pool - pool.max())
         j = min(int(np.searchsorted(np.cumsum(p), u[t] * p.sum(), side="right")), pool.size - 1)
         if j < candidates:
