@@ -547,6 +547,37 @@ def test_isir_chain_rules():
         P.sample(3, np.random.default_rng(0), method="isir", burn_in=-1)
 
 
+def test_weakly_coupled_point_scored_by_the_direct_path(monkeypatch):
+    """A training point coupled to the rest by about e^-87 makes the
+    column-replaced matrix near-singular (|G_uu| ~ 1e34): the fit is flagged and
+    every new point is scored by the direct O(T^3) path, which equals a 200-digit
+    determinant. Negative control: the bordered fast update alone (no point
+    flagged) is off by more than 5 nats."""
+    from chefs.outtree import predictive as pr
+
+    mp = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(scale=0.3, size=(15, 1)), [[3.0]]])
+    P = Predictive(X, np.array([[1.0, 0.0]]), np.array([[0.04]]), NIW.from_data(X))
+    xs = np.array([[1.8], [2.2], [2.4], [0.1]])
+    assert P.weak.any() and P.all_direct
+    score = P.log_ratio(xs)
+    assert P.n_direct == len(xs)
+    with mp.workdps(200):
+        base = _exact_log_total(P.log_beta_finite(X), P.root.log_predictive(X), mp)
+        exact = [float(_exact_log_total(P.log_beta_finite(np.vstack([X, x])),
+                                        P.root.log_predictive(np.vstack([X, x])), mp) - base) + P._const
+                 for x in xs]
+    np.testing.assert_allclose(score, exact, rtol=1e-9, atol=1e-9)
+    monkeypatch.setattr(pr, "_WEAK_COUPLING_G", np.inf)
+    Q = Predictive(X, np.array([[1.0, 0.0]]), np.array([[0.04]]), NIW.from_data(X))
+    assert np.max(np.abs(Q.log_ratio(xs) - exact)) > 5.0
+
+
+# ---------------------------------------- the root model's predictive, from its definition
+_NIW = NIW(np.array([0.3, -1.0]), 0.7, np.array([[2.0, 0.6], [0.6, 1.0]]), 5.5)
+
+
 def _niw_mc(niw, X, n=200_000, seed=4):
     """int N(x | mu, Sigma) NIW(mu, Sigma) by Monte Carlo over (mu, Sigma) ~ NIW:
     (estimate, standard error) per row of X."""
