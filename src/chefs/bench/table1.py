@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..evaluation import hellinger
+from ..mcmc.store import atomic_savez
 from . import check_names
 from ..runkind import refuse_file_as_dir
 
@@ -208,25 +209,12 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
                                   "with the same settings (or another --out; `chefs bench table1-merge` combines runs)")
     out.mkdir(parents=True, exist_ok=True)
     seeds = tuple(seeds)
-    done = {(r["dataset"], r["model"], int(r["seed"])) for r in kept}
-    cells = []
-    for ds in datasets:
-        for seed in seeds:
-            todo = tuple(m for m in models if (ds, m, seed) not in done)
-            baseline = (ds, "baseline", seed) not in done
-            if todo or baseline:
-                cells.append((ds, seed, todo, settings, data_dir, str(out), int(chains), baseline))
+    cells = [(ds, seed, todo, settings, data_dir, str(out), int(chains), baseline)
+             for ds, seed, todo, baseline in _cells_to_run(kept, datasets, seeds, models)]
     if kept:
         log(f"resuming {path}: {len(kept)} finished rows kept, {len(cells)} (data set, seed) cells to run")
     rows = list(kept)
-    # the kept rows (without any row a crash cut short) replace the file in one step, so that
-    # a second crash cannot lose them; then the new rows are appended
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        w.writerows(kept)
-    os.replace(tmp, path)
+    _write_rows_atomically(path, kept)
     fh = open(path, "a", newline="")
     w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
     fantasy_dir = out / "fantasy"
@@ -240,10 +228,8 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         row["margin"] = repr(settings["margin"]) if row["model"] in NETWORKS else ""
         if fantasy is not None:  # before the row: a row on disk always has its whole fantasy file
             fantasy_dir.mkdir(exist_ok=True)
-            name = fantasy_dir / f"{row['dataset']}-{row['model']}-{row['seed']}.npz"
-            with open(name.with_suffix(".tmp"), "wb") as f:
-                np.savez(f, fantasy=fantasy, test=test)
-            os.replace(name.with_suffix(".tmp"), name)
+            atomic_savez(fantasy_dir / f"{row['dataset']}-{row['model']}-{row['seed']}.npz", fantasy=fantasy,
+                         test=test)
         rows.append(row)
         w.writerow(row)
         fh.flush()  # a crash loses at most the cell in progress
@@ -277,6 +263,29 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
 
 
 CSV_FIELDS = ["dataset", "model", "seed", "hellinger", "heldout_loglik", "seconds", "note", "settings", "margin"]
+
+
+def _cells_to_run(kept, datasets, seeds, models):
+    """``(data set, seed, models to run, whether its baseline row is missing)`` for
+    every cell that still lacks a row."""
+    done = {(r["dataset"], r["model"], int(r["seed"])) for r in kept}
+    for ds in datasets:
+        for seed in seeds:
+            todo = tuple(m for m in models if (ds, m, seed) not in done)
+            baseline = (ds, "baseline", seed) not in done
+            if todo or baseline:
+                yield ds, seed, todo, baseline
+
+
+def _write_rows_atomically(path: Path, rows) -> None:
+    """``table1.csv`` with the header and ``rows``, replacing the file in one step, so
+    that a crash while resuming cannot lose the kept rows."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
 
 
 def _load_fantasies(rows, fantasy_dir, datasets, models, seed, log) -> dict:

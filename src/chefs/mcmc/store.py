@@ -44,6 +44,19 @@ def atomic_write_json(path: Path, obj) -> None:
         pass
 
 
+def atomic_savez(path, **arrays) -> None:
+    """Write ``arrays`` to an NPZ file atomically (temporary file, fsync, rename)."""
+    import numpy as np
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
 class SQLiteStore:
     """Samples of one chain: one row per kept sweep with its graph (JSON) and scalars."""
 

@@ -498,17 +498,12 @@ class NLGBN:
 
     def save_arrays(self, path) -> None:
         """Write the model's arrays to an NPZ file atomically (temp, fsync, rename)."""
-        import os
+        from ..mcmc.store import atomic_savez
 
-        tmp = str(path) + ".tmp.npz"
         extra = {}
         if self.structure_prior is not None:
             extra = {"prior_alpha": self.structure_prior.alpha, "prior_beta": self.structure_prior.beta}
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **{k: getattr(self, k) for k in self.ARRAYS}, weight_var=self.weight_var, **extra)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_savez(path, **{k: getattr(self, k) for k in self.ARRAYS}, weight_var=self.weight_var, **extra)
 
     def load_arrays(self, path) -> None:
         with np.load(path, allow_pickle=False) as z:
