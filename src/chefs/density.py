@@ -229,7 +229,7 @@ class BeliefNetwork:
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
                  structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
-                 init_activations: str = "projection"):
+                 init_activations: str = "projection", hmc_steps: int = 0):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -258,6 +258,9 @@ class BeliefNetwork:
         self.weight_prior = weight_prior
         self.inputs = tuple(sorted(int(j) for j in inputs))
         self.margin = check_margin(margin)
+        if isinstance(hmc_steps, bool) or int(hmc_steps) != hmc_steps or hmc_steps < 0:
+            raise ValueError(f"hmc_steps must be a non-negative integer (0: no HMC), got {hmc_steps!r}")
+        self.hmc_steps = int(hmc_steps)
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
@@ -281,7 +284,8 @@ class BeliefNetwork:
         out = self.out or tempfile.mkdtemp(prefix="chefs-fit-")
         model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries,
                  "activation_update": self.activation_update, "weight_prior": self.weight_prior,
-                 "init_activations": self.init_activations}
+                 "init_activations": self.init_activations,
+                 "hmc_steps": self.hmc_steps, "hmc_adapt": self.burn_in}
         if layered:
             model["structure_prior"] = {"name": self.prior}
         init = self._initial_graph(D)

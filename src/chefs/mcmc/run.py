@@ -56,6 +56,8 @@ def make_model(spec: dict | None, run_dir=None, state=None):
                      weight_prior=spec.get("weight_prior"),
                      # runs written before the setting existed started from the prior
                      init_activations=spec.get("init_activations", "prior"),
+                     # runs written before HMC existed: Gibbs updates only
+                     hmc_steps=spec.get("hmc_steps", 0), hmc_adapt=spec.get("hmc_adapt", 0),
                      structure_prior=make_structure_prior(spec.get("structure_prior")))
     raise ValueError(f"unknown model {spec.get('name')!r}")
 

@@ -45,6 +45,9 @@ ACTIVATION_UPDATES = ("slice", "mtm", "mtm+slice")
 # How a fresh chain's hidden activations start (``init_activations``; NLGBN.project_activations,
 # docs/derivations.md section 3.5)
 INIT_ACTIVATIONS = ("projection", "prior")
+# rows of NLGBN.stats (proposals, acceptances); "hmc" counts transitions and
+# accepted ones
+MOVE_NAMES = ("edge", "birth_death", "order", "depth", "activations", "hmc")
 PROJECTION_SCALE = 3.0
 PROJECTION_OFFSET_SD = 0.5
 
@@ -86,7 +89,8 @@ class NLGBN:
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
                  bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm",
-                 weight_prior=None, init_activations: str = "prior"):
+                 weight_prior=None, init_activations: str = "prior", hmc_steps: int = 0, hmc_adapt: int = 0,
+                 hmc_plant: int = 0):
         if init_activations not in INIT_ACTIVATIONS:
             raise ValueError(f"init_activations must be one of {INIT_ACTIVATIONS}, got {init_activations!r}")
         self.init_activations = init_activations
@@ -128,7 +132,14 @@ class NLGBN:
         self.jacobian = -np.sum(np.log(data) + np.log1p(-data), axis=0)  # log 1/(u(1-u)) per column
         self.rho[: self.D] = 1.0 / np.maximum(self.Y[: self.D].var(axis=1), 1e-3)
         self.b[: self.D] = self.Y[: self.D].mean(axis=1)
-        self.stats = np.zeros((5, 2), dtype=np.int64)  # edge, birth_death, order, depth, activations
+        self.stats = np.zeros((len(MOVE_NAMES), 2), dtype=np.int64)
+        # joint non-centred HMC of the continuous state for the current structure
+        # (chefs.models.hmc; docs/derivations.md section 3.6); None: Gibbs updates only
+        self.hmc = None
+        if hmc_steps:
+            from .hmc import ContinuousHMC
+
+            self.hmc = ContinuousHMC(hmc_steps, hmc_adapt, plant=hmc_plant)
 
     # --------------------------------------------------------- bookkeeping
     @property
@@ -419,6 +430,11 @@ class NLGBN:
         self.match_capacity(state)
         self.update_activations(rng, state)
         self.update_parameters(rng, state, self.rho_prior)
+        if self.hmc is not None:
+            self.hmc.match_capacity(self.capacity)
+            accepted, _ = self.hmc.step(self, state, rng)
+            self.stats[5, 0] += 1
+            self.stats[5, 1] += int(accepted)
         self.update_weight_var(rng, state)
 
     def edge_weights(self, state) -> np.ndarray:
@@ -503,12 +519,18 @@ class NLGBN:
         extra = {}
         if self.structure_prior is not None:
             extra = {"prior_alpha": self.structure_prior.alpha, "prior_beta": self.structure_prior.beta}
+        if self.hmc is not None:
+            extra.update(self.hmc.to_arrays())
         atomic_savez(path, **{k: getattr(self, k) for k in self.ARRAYS}, weight_var=self.weight_var, **extra)
 
     def load_arrays(self, path) -> None:
         with np.load(path, allow_pickle=False) as z:
             for k in self.ARRAYS:
                 setattr(self, k, np.array(z[k]))
+            if self.stats.shape[0] < len(MOVE_NAMES):  # written before the HMC row existed
+                self.stats = np.vstack([self.stats, np.zeros((len(MOVE_NAMES) - self.stats.shape[0], 2), np.int64)])
+            if self.hmc is not None:
+                self.hmc.from_arrays(z)
             if "weight_var" in z:
                 self.weight_var = float(z["weight_var"])
             if self.structure_prior is not None and "prior_alpha" in z:

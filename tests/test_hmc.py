@@ -1,0 +1,218 @@
+"""Non-centred HMC of the NLGBN's continuous state (chefs.models.hmc;
+docs/derivations.md section 3.6): its log density is the model's definition
+(scipy densities plus the change of variables), its gradient matches finite
+differences, its transitions leave the joint distribution invariant (joint-draw
+stationarity), each with a planted-error control; the adapted settings travel in
+the checkpoint, so an interrupted fit resumes bit for bit."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import gamma as gamma_dist
+from scipy.stats import norm
+
+from chefs import ICP
+from chefs.mcmc.chain import ChainConfig, init_state
+from chefs.mcmc.geweke import stationarity_test
+from chefs.mcmc.run import run_chain
+from chefs.models import _hmc_kernels as K
+from chefs.models.hmc import ContinuousHMC
+from chefs.models.nlgbn import NLGBN
+
+from .stats import Z
+
+RHO_PRIOR = (4.0, 1.0)  # informative enough that a wrong log-rho Jacobian shows (derivations 3.6)
+
+
+def _model(seed=1, N=7, D=3, inputs=1, min_hidden=4):
+    """A model on a prior structure with hidden units above hidden units; with
+    ``inputs``, the first observed column is an input at theta = 1 (an observed parent)."""
+    rng = np.random.default_rng(seed)
+    orders = [1.0] * inputs + [0.0] * (D - inputs)
+    prior = ICP(1.0, 3.0, 1.0)
+    g = prior.sample(rng, D, observed_order=orders)
+    while g.num_hidden < min_hidden or g.depth() < 3 or (inputs and not g.out_degree()[0]):
+        g = prior.sample(rng, D, observed_order=orders)
+    st = init_state(ChainConfig(D, orders), rng, g)
+    m = NLGBN(rng.uniform(0.2, 0.8, size=(N, D)), st.graph.capacity, rng, rho_prior=RHO_PRIOR, weight_var=2.0,
+              bias_var=1.5)
+    m.init_from_state(st.graph, rng)
+    return m, st.graph
+
+
+def _logp(m, g, q=None, plant=0):
+    topo, pptr, pidx, child, eoff, nb, q0 = ContinuousHMC.layout(m, g)
+    q = q0 if q is None else q
+    grad = np.empty_like(q)
+    Y, U, MU = m.Y.copy(), m.U.copy(), m.MU.copy()
+    lp = K.logp_grad(q, grad, topo, g.obs, pptr, pidx, eoff, Y, U, MU, np.empty_like(Y), m.bias_var, m.weight_var,
+                     *m.rho_prior, plant)
+    return lp, grad, (topo, pidx, child, nb, q0, Y, U, MU)
+
+
+def _definition(m, g, topo, pidx, child):
+    """log p(Y_hidden, b, log rho, W | structure) + log p(data | ...) by scipy, in the
+    non-centred coordinates: minus N/2 log rho_h per hidden unit (Y_h = MU_h + eps_h /
+    sqrt(rho_h), so p(eps_h) = p(Y_h) rho_h^(-N/2)), plus log rho per node (rho -> log rho)."""
+    a, r = m.rho_prior
+    total = 0.0
+    for i in topo:
+        sd = 1.0 / math.sqrt(m.rho[i])
+        total += norm.logpdf(m.Y[i], m.MU[i], sd).sum() + norm.logpdf(m.b[i], 0, math.sqrt(m.bias_var))
+        total += gamma_dist.logpdf(m.rho[i], a, scale=1 / r) + math.log(m.rho[i])
+        if not g.obs[i]:
+            total -= 0.5 * m.N * math.log(m.rho[i])
+    total += norm.logpdf(m.W[pidx, child], 0, math.sqrt(m.weight_var)).sum()
+    # constants the kernel leaves out: Gaussian normalisers of the data, b and W, and the Gamma's
+    const = -0.5 * math.log(2 * math.pi) * (m.N * topo.size + topo.size + pidx.size) \
+        - 0.5 * topo.size * math.log(m.bias_var) - 0.5 * pidx.size * math.log(m.weight_var) \
+        + topo.size * (a * math.log(r) - math.lgamma(a))
+    return total - const
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_log_density_is_the_models_definition(seed):
+    m, g = _model(seed)
+    lp, _, (topo, pidx, child, nb, q0, Y, U, MU) = _logp(m, g)
+    assert lp == pytest.approx(_definition(m, g, topo, pidx, child), rel=1e-10, abs=1e-8)
+    # the forward pass rebuilds the state it was given
+    np.testing.assert_allclose(Y[topo], m.Y[topo], atol=1e-12)
+    np.testing.assert_allclose(MU[topo], m.MU[topo], atol=1e-12)
+    np.testing.assert_allclose(U[topo], m.U[topo], atol=1e-12)
+
+
+def test_log_density_negative_control_no_jacobian():
+    """The same comparison catches the planted target without the log-rho Jacobian."""
+    m, g = _model(1)
+    lp, _, (topo, pidx, child, *_) = _logp(m, g, plant=1)
+    assert abs(lp - _definition(m, g, topo, pidx, child)) > 1e-3
+
+
+def _fd_error(m, g, plant=0, h=1e-6):
+    lp, grad, (_, _, _, _, q0, *_) = _logp(m, g, plant=plant)
+    num = np.empty_like(q0)
+    for d in range(q0.size):
+        e = np.zeros_like(q0)
+        e[d] = h
+        num[d] = (_logp(m, g, q0 + e)[0] - _logp(m, g, q0 - e)[0]) / (2 * h)
+    return np.max(np.abs(num - grad) / (1.0 + np.abs(num)))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_gradient_matches_finite_differences(seed):
+    m, g = _model(seed)
+    assert _fd_error(m, g) < 1e-6
+
+
+def test_gradient_negative_control_missing_sigmoid_derivative():
+    m, g = _model(1)
+    assert _fd_error(m, g, plant=2) > 1e-3
+
+
+class _HMCOnly(NLGBN):
+    """The NLGBN whose sweep is HMC transitions only (structure fixed), with test
+    functions of every block the HMC moves."""
+
+    def sweep(self, rng, state, config, hyper):
+        for _ in range(3):
+            self.hmc.step(self, state, rng)
+
+    def test_functions(self, state):
+        out = super().test_functions(state)
+        hid = np.flatnonzero(state.alive & ~state.obs)
+        al = np.flatnonzero(state.alive)
+        w = self.edge_weights(state)
+        out.update({"log_rho_hidden": float(np.log(self.rho[hid]).mean()) if hid.size else 0.0,
+                    "b_hidden": float(self.b[hid].mean()) if hid.size else 0.0,
+                    "w_sq": float((w ** 2).mean()) if w.size else 0.0,
+                    "log_rho_all": float(np.log(self.rho[al]).mean())})
+        return out
+
+
+def _hmc_stationarity(plant=0, replicates=2000, seed=4):
+    rng = np.random.default_rng(seed)
+    model = _HMCOnly(rng.uniform(0.2, 0.8, size=(5, 1)), 16, rng, rho_prior=RHO_PRIOR, weight_var=4.0,
+                     hmc_steps=8, hmc_plant=plant)
+    model.hmc.log_step = math.log(0.15)  # fixed settings: no adaptation
+    return stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2, rng)
+
+
+def test_hmc_transitions_leave_the_joint_invariant():
+    """From exact joint draws (structure from the ICP, parameters, activations and
+    five data points forward), two rounds of three HMC transitions and a data
+    refresh leave every test function's mean unchanged."""
+    zs = _hmc_stationarity()
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_hmc_stationarity_negative_control_no_jacobian():
+    """The same test catches HMC on the target without the log-rho Jacobian."""
+    zs = _hmc_stationarity(plant=1)
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+def test_full_sweep_with_hmc_leaves_the_joint_invariant():
+    """The whole ICP sweep with HMC switched on (activations, parameters, HMC,
+    edges, birth/death, order and depth moves) from exact joint draws."""
+    rng = np.random.default_rng(2)
+    model = NLGBN(rng.uniform(0.2, 0.8, size=(50, 1)), 16, rng, num_tries=4, structure_moves=3,
+                  rho_prior=RHO_PRIOR, weight_var=4.0, hmc_steps=5)
+    model.hmc.log_step = math.log(0.05)
+    zs = stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), 800, 2, rng)
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_adaptation_freezes_after_the_burn_in():
+    m, g = _model(1, N=40)
+    rng = np.random.default_rng(0)
+    m.hmc = ContinuousHMC(5, adapt=30)
+    steps = []
+    for _ in range(40):
+        m.hmc.match_capacity(m.capacity)
+        m.hmc.step(m, g, rng)
+        steps.append(m.hmc.step_size)
+    assert len(set(steps[29:])) == 1 and len(set(steps[:29])) > 5
+    assert m.hmc.var["eps"] is not None and m.hmc._welford is None
+    with pytest.raises(ValueError, match="num_steps"):
+        ContinuousHMC(0)
+    with pytest.raises(ValueError, match="target_accept"):
+        ContinuousHMC(5, target_accept=1.0)
+
+
+def _rows(run_dir):
+    from chefs.mcmc.store import SQLiteStore
+
+    st = SQLiteStore(Path(run_dir) / "chain-0" / "samples.sqlite")
+    try:
+        return st.rows()
+    finally:
+        st.close()
+
+
+def test_fit_with_hmc_resumes_bit_for_bit(tmp_path):
+    """A fit interrupted during the HMC adaptation (step size, dual-averaging state and
+    the mass matrix's running moments in the checkpoint) and resumed stores exactly the
+    samples of an uninterrupted fit."""
+    from chefs.density import BeliefNetwork
+
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    a = tmp_path / "a"
+    BeliefNetwork(sweeps=40, burn_in=20, thin=2, seed=3, out=a, progress=False, hmc_steps=4, structure_warmup=5,
+                  checkpoint_every=1e-9).fit(X)
+    b = tmp_path / "b"
+    b.mkdir()
+    for f in a.iterdir():
+        if f.is_file():
+            shutil.copy(f, b / f.name)
+    run_chain(b, 0, stop_after=13)  # inside the mass-matrix window (sweeps 3-12 of 20) ... and after
+    run_chain(b, 0, stop_after=2)
+    run_chain(b, 0)
+    ra, rb = _rows(a), _rows(b)
+    assert len(ra) == 10 and ra == rb
+    with np.load(next((a / "chain-0").glob("model-*.npz"))) as z:
+        assert z["hmc_scalars"][0] == 40  # one transition per sweep, warm-up included
