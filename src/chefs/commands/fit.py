@@ -43,6 +43,10 @@ def register(sub) -> None:
     f.add_argument("--init-activations", choices=list(INIT_ACTIVATIONS), default="projection",
                    help="how the hidden activations start: soft half-space features of the data (default) or draws "
                         "from the prior (the older start; chains lose the shared hidden units more often)")
+    f.add_argument("--hmc-steps", type=nonneg_int, default=None, metavar="L",
+                   help="leapfrog steps of the joint non-centred HMC transition of the continuous state, once per "
+                        "sweep (0: off; default: the library's, BeliefNetwork's hmc_steps); step size and mass "
+                        "matrix adapt during the burn-in only")
     f.add_argument("--margin", type=float, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN)")
@@ -123,7 +127,8 @@ def cmd_fit(args) -> int:
                         init_activations=args.init_activations,
                         num_tries=args.num_tries, structure_warmup=args.warmup,
                         weight_prior=_pair(args.weight_prior, "--weight-prior"),
-                        **({} if args.margin is None else {"margin": args.margin}))
+                        **({} if args.margin is None else {"margin": args.margin}),
+                        **({} if args.hmc_steps is None else {"hmc_steps": args.hmc_steps}))
     try:
         net.fit(train)
     finally:  # also on Ctrl-C or a crash once the run exists: `chefs resume` then has the test split and names
