@@ -410,7 +410,7 @@ class BeliefNetwork:
         return logsumexp(lp, axis=0) - math.log(pick.size) + jac
 
     def diagnostics(self) -> dict:
-        """Acceptance rate per move (edge, birth/death, order, depth, activations)
+        """Acceptance rate per move (edge, birth/death, order, depth, activations, HMC)
         and effective samples per minute of K+ and of the log-likelihood."""
         import arviz as az
 
@@ -419,7 +419,7 @@ class BeliefNetwork:
         tr = traces(self.run_dir_)
         minutes = max(getattr(self, "fit_seconds_", float("nan")), 1e-9) / 60
         out = {"acceptance": {}, "proposals": {}}
-        names = ("edge", "birth_death", "order", "depth", "activations")
+        from .models.nlgbn import MOVE_NAMES as names
         for r in getattr(self, "chain_results_", []):
             for n, a, k in zip(names, r["acceptance"], r.get("proposals", [None] * len(names))):
                 out["acceptance"].setdefault(n, []).append(a)
