@@ -123,7 +123,9 @@ def test_fantasy_data_follow_the_exact_density():
 def _plant(monkeypatch, kind):
     """Planted errors in the arrays every posterior sample is read into:
     the precision read as a variance, or the hidden unit's bias off by 0.1."""
-    real = density.sample_arrays
+    from chefs.models import predictive
+
+    real = predictive.sample_arrays
 
     def planted(sample):
         arr = real(sample)
@@ -134,7 +136,7 @@ def _plant(monkeypatch, kind):
             arr.b[~arr.obs] += 0.1
         return arr
 
-    monkeypatch.setattr(density, "sample_arrays", planted)
+    monkeypatch.setattr(predictive, "sample_arrays", planted)
 
 
 PLANTS = ["precision-as-variance", "hidden-bias-off-by-0.1"]

@@ -35,7 +35,7 @@ import math
 import numpy as np
 from scipy.special import expit, ndtr
 
-from .density import SampleArrays, sample_arrays
+from .models.predictive import SampleArrays, sample_arrays
 from .models import _nlgbn_kernels as _kern
 
 _GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(32)
