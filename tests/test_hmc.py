@@ -7,6 +7,7 @@ the checkpoint, so an interrupted fit resumes bit for bit."""
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -216,3 +217,59 @@ def test_fit_with_hmc_resumes_bit_for_bit(tmp_path):
     assert len(ra) == 10 and ra == rb
     with np.load(next((a / "chain-0").glob("model-*.npz"))) as z:
         assert z["hmc_scalars"][0] == 40  # one transition per sweep, warm-up included
+
+
+# ------------------------------------------------------------------ pilots
+def _pilot_run(tmp_path, name, **kw):
+    from chefs.density import BeliefNetwork
+
+    X = np.random.default_rng(1).normal(size=(50, 2))
+    out = tmp_path / name
+    BeliefNetwork(sweeps=30, burn_in=10, thin=2, seed=5, out=out, progress=False, structure_warmup=3,
+                  checkpoint_every=1e-9, pilots=3, pilot_sweeps=6, **kw).fit(X)
+    return out
+
+
+def test_best_pilot_is_the_highest_scoring_start(tmp_path, monkeypatch):
+    """_best_pilot keeps the pilot whose end state scores highest, restarted at sweep 0
+    with fresh counters; a planted score order picks another pilot."""
+    from chefs.mcmc import run as run_mod
+    from chefs.mcmc.chain import ChainConfig as CC
+
+    out = _pilot_run(tmp_path, "a")
+    spec = run_mod.load_spec(out)
+    config = CC.from_dict(spec["config"])
+    for order in (1.0, -1.0):  # later pilots score higher, then lower
+        seen = []
+
+        def score(self, state, rng, order=order):
+            seen.append(json.dumps(state.to_dag().to_dict()))
+            return order * len(seen)
+
+        monkeypatch.setattr(NLGBN, "score_state", score)
+        rng = run_mod.chain_seed(spec["seed"], spec["chains"], 0)
+        state, model = run_mod._fresh_chain(spec, config, out, rng)
+        state, model = run_mod._best_pilot(spec, config, out, rng, 3, state, model)
+        assert len(seen) == 3 and len(set(seen)) == 3
+        assert json.dumps(state.graph.to_dag().to_dict()) == seen[2 if order > 0 else 0]
+        assert state.sweep == 0 and not state.stats.any() and not model.stats.any()
+
+
+def test_fit_with_pilots_resumes_bit_for_bit(tmp_path):
+    a = _pilot_run(tmp_path, "a", hmc_steps=3)
+    b = tmp_path / "b"
+    b.mkdir()
+    for f in a.iterdir():
+        if f.is_file():
+            shutil.copy(f, b / f.name)
+    run_chain(b, 0, stop_after=7)
+    run_chain(b, 0)
+    assert _rows(a) == _rows(b) and len(_rows(a)) == 10
+
+
+def test_pilot_settings_are_validated():
+    from chefs.density import BeliefNetwork
+
+    for bad in ({"pilots": 0}, {"pilots": 1.5}, {"pilot_sweeps": 0}, {"hmc_steps": -1}, {"hmc_steps": True}):
+        with pytest.raises(ValueError):
+            BeliefNetwork(**bad)

@@ -149,7 +149,8 @@ class BeliefNetwork:
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
                  structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
-                 init_activations: str = "projection", hmc_steps: int = 0):
+                 init_activations: str = "projection", hmc_steps: int = 0, pilots: int = 1,
+                 pilot_sweeps: int | None = None):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -181,6 +182,11 @@ class BeliefNetwork:
         if isinstance(hmc_steps, bool) or int(hmc_steps) != hmc_steps or hmc_steps < 0:
             raise ValueError(f"hmc_steps must be a non-negative integer (0: no HMC), got {hmc_steps!r}")
         self.hmc_steps = int(hmc_steps)
+        for name, v, lo in (("pilots", pilots, 1), ("pilot_sweeps", pilot_sweeps, 1)):
+            if v is not None and (isinstance(v, bool) or int(v) != v or v < lo):
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        self.pilots = int(pilots)
+        self.pilot_sweeps = max(1, burn_in // 2) if pilot_sweeps is None else int(pilot_sweeps)
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
@@ -205,7 +211,8 @@ class BeliefNetwork:
         model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries,
                  "activation_update": self.activation_update, "weight_prior": self.weight_prior,
                  "init_activations": self.init_activations,
-                 "hmc_steps": self.hmc_steps, "hmc_adapt": self.burn_in}
+                 "hmc_steps": self.hmc_steps, "hmc_adapt": self.burn_in,
+                 "pilots": self.pilots, "pilot_sweeps": self.pilot_sweeps}
         if layered:
             model["structure_prior"] = {"name": self.prior}
         init = self._initial_graph(D)

@@ -47,6 +47,12 @@ def register(sub) -> None:
                    help="leapfrog steps of the joint non-centred HMC transition of the continuous state, once per "
                         "sweep (0: off; default: the library's, BeliefNetwork's hmc_steps); step size and mass "
                         "matrix adapt during the burn-in only")
+    f.add_argument("--pilots", type=positive_int, default=None, metavar="P",
+                   help="multi-start: each chain first runs P short pilot chains from fresh starts and continues "
+                        "the one whose end state fits the training data best (importance-sampled log-likelihood); "
+                        "default: the library's (BeliefNetwork's pilots)")
+    f.add_argument("--pilot-sweeps", type=positive_int, default=None, metavar="S",
+                   help="sweeps of each pilot chain (default: half the burn-in)")
     f.add_argument("--margin", type=float, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN)")
@@ -128,7 +134,9 @@ def cmd_fit(args) -> int:
                         num_tries=args.num_tries, structure_warmup=args.warmup,
                         weight_prior=_pair(args.weight_prior, "--weight-prior"),
                         **({} if args.margin is None else {"margin": args.margin}),
-                        **({} if args.hmc_steps is None else {"hmc_steps": args.hmc_steps}))
+                        **({} if args.hmc_steps is None else {"hmc_steps": args.hmc_steps}),
+                        **({} if args.pilots is None else {"pilots": args.pilots}),
+                        pilot_sweeps=args.pilot_sweeps)
     try:
         net.fit(train)
     finally:  # also on Ctrl-C or a crash once the run exists: `chefs resume` then has the test split and names

@@ -149,8 +149,6 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
     ``progress`` is an optional callable(sweep, state) called after each sweep.
     Returns a small summary dict (sweeps done, samples stored, acceptance).
     """
-    from ..graph import DAG
-
     run_dir = Path(run_dir)
     spec = load_spec(run_dir)
     config = ChainConfig.from_dict(spec["config"])
@@ -168,18 +166,10 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         store.truncate_after(state.sweep)
     else:
         rng = chain_seed(spec["seed"], spec["chains"], index)
-        init = DAG.from_dict(spec["initial_graph"]) if spec.get("initial_graph") else None
-        sp = make_structure_prior((spec.get("model") or {}).get("structure_prior"))
-        if sp is not None:  # layered priors: hidden units of a layer share their order value
-            g0 = init if init is not None else DAG(np.zeros(config.num_observed), np.ones(config.num_observed, bool),
-                                                   fixed=np.ones(config.num_observed, bool))
-            state = ChainState(sp.state_from_dag(g0), {"alpha": config.alpha, "gamma": config.gamma,
-                                                        "phi": config.phi}, rng)
-        else:
-            state = init_state(config, rng, init)
-        model = make_model(spec.get("model"), run_dir, state)
-        if model is not None and hasattr(model, "init_from_state"):
-            model.init_from_state(state.graph, state.rng)
+        state, model = _fresh_chain(spec, config, run_dir, rng)
+        pilots = int((spec.get("model") or {}).get("pilots", 1))
+        if pilots > 1:
+            state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model)
         store.truncate_after(0)
         _checkpoint(cdir, ckpt, state, model)
     remaining = spec["sweeps"] - state.sweep
@@ -211,6 +201,50 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
                 "proposals": stats[:, 0].astype(int).tolist()}  # 0: the move never ran (acceptance n/a)
     finally:
         store.close()
+
+
+def _fresh_chain(spec: dict, config: ChainConfig, run_dir, rng):
+    """A chain's start: the run's initial graph (or the observed nodes alone) and the
+    model's start values, all drawn from ``rng``."""
+    from ..graph import DAG
+
+    init = DAG.from_dict(spec["initial_graph"]) if spec.get("initial_graph") else None
+    sp = make_structure_prior((spec.get("model") or {}).get("structure_prior"))
+    if sp is not None:  # layered priors: hidden units of a layer share their order value
+        g0 = init if init is not None else DAG(np.zeros(config.num_observed), np.ones(config.num_observed, bool),
+                                               fixed=np.ones(config.num_observed, bool))
+        state = ChainState(sp.state_from_dag(g0), {"alpha": config.alpha, "gamma": config.gamma,
+                                                    "phi": config.phi}, rng)
+    else:
+        state = init_state(config, rng, init)
+    model = make_model(spec.get("model"), run_dir, state)
+    if model is not None and hasattr(model, "init_from_state"):
+        model.init_from_state(state.graph, state.rng)
+    return state, model
+
+
+def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, state, model):
+    """Multi-start (a start-up heuristic, before any sample is kept; docs/derivations.md
+    section 3.7): ``pilots`` short chains from fresh starts, ``pilot_sweeps`` sweeps each
+    (structure warm-up included), all on the chain's own random stream; the one whose
+    end state gives the training data the highest importance-sampled log-likelihood
+    (``model.score_state``) becomes the chain's start at sweep 0. Runs before the first
+    checkpoint, so an interrupted chain repeats it exactly."""
+    sweeps = int(spec["model"].get("pilot_sweeps", 0))
+    best = None
+    for p in range(pilots):
+        if p:
+            state, model = _fresh_chain(spec, config, run_dir, rng)
+        for _ in sample(state, config, sweeps, model):
+            pass
+        score = model.score_state(state.graph, rng)
+        if best is None or score > best[0]:
+            best = (score, state, model)
+    _, state, model = best
+    state.sweep = 0
+    state.stats[:] = 0
+    model.restart()
+    return state, model
 
 
 def _checkpoint(cdir: Path, ckpt: Path, state, model) -> None:

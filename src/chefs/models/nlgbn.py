@@ -509,6 +509,27 @@ class NLGBN:
                 "indeg_x_yvar": float(np.sum(state.npar[obs] * self.Y[obs].var(axis=1))),
                 "indeg_x_ysq": float(np.sum(state.npar[obs] * (self.Y[obs] ** 2).mean(axis=1)))}
 
+    # ------------------------------------------------------------- pilots
+    def score_state(self, state, rng, num_is: int = 32, max_points: int = 1000) -> float:
+        """Mean log-likelihood per training point of the current structure and parameters,
+        by importance sampling from the hidden units' prior (``log_density_unit``; at most
+        ``max_points`` points, evenly spaced). Compares chains' start states."""
+        from .predictive import log_density_unit
+
+        rec = state.to_dag().to_dict()
+        rec.update(self.snapshot(state))
+        U = self.U[: self.D].T[np.unique(np.linspace(0, self.N - 1, min(self.N, max_points)).astype(int))]
+        return float(np.mean(log_density_unit(rec, U, rng, num_is)))
+
+    def restart(self) -> None:
+        """Forget the counters and the HMC adaptation of a pilot chain (its state stays)."""
+        self.stats[:] = 0
+        if self.hmc is not None:
+            from .hmc import ContinuousHMC
+
+            h = self.hmc
+            self.hmc = ContinuousHMC(h.num_steps, h.adapt, h.target_accept, h.plant)
+
     # ---------------------------------------------------------- checkpoint
     ARRAYS = ("b", "rho", "W", "Y", "U", "MU", "stats")
 
