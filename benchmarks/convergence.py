@@ -95,7 +95,7 @@ def parse_icp(text: str) -> tuple[str, dict]:
     from chefs.density import BeliefNetwork
 
     try:  # every option checked before anything runs
-        BeliefNetwork(**{**kw, "sweeps": 10, "burn_in": min(kw.get("burn_in", 0), 9), "thin": 1})
+        BeliefNetwork(**{**kw, "sweeps": 10, "burn_in": 0, "thin": 1})  # burn_in: checked against --sweeps
     except TypeError as err:
         raise ValueError(f"--icp {label}: {err}") from None
     return label, kw
@@ -352,6 +352,11 @@ def main(argv=None) -> int:
         if sweeps < 1 or thin < 1 or sweeps < 8 * thin:
             raise ValueError(f"need sweeps >= 8 x thin >= 8 (two checkpoints at least), got sweeps {sweeps}, "
                              f"thin {thin}")
+        for label, kw in configs:
+            b = kw.get("burn_in", 0)
+            if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= sweeps - 4 * thin:
+                raise ValueError(f"--icp {label}: burn_in must be an integer in [0, sweeps - 4 x thin] = "
+                                 f"[0, {sweeps - 4 * thin}] so that a checkpoint has samples, got {b!r}")
         out = Path(a.out)
         if (out / "convergence.csv").exists() and not a.force:
             raise ValueError(f"{out / 'convergence.csv'} exists; use --force to replace it")

@@ -55,7 +55,8 @@ def test_time_to_reach_is_the_first_checkpoint_within_the_threshold():
 def test_bad_options_are_one_line_errors_before_anything_runs(tmp_path, capsys):
     for argv, msg in [(["--datasets", "wine"], "unknown data set"), (["--seeds", "0,x"], "--seeds"),
                       (["--sweeps", "10", "--thin", "5"], "sweeps >= 8 x thin"), (["--icp", "a={}", "--icp", "a={}"],
-                                                                                  "labels must differ")]:
+                                                                                  "labels must differ"),
+                      (["--sweeps", "100", "--icp", 'a={"burn_in": 99}'], "burn_in must be")]:
         assert conv.main(["--out", str(tmp_path / "o"), *argv]) == 2
         assert msg in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
