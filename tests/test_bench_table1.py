@@ -61,6 +61,11 @@ def test_table1_merge_counts_targets(tmp_path, capsys):
     # ring's best reference 0.045 / 0.03 = 1.5 > 1.29; two-moons 0.09 / 0.04 = 2.25 <= 2.48
     assert "outtree meets the paper's ICP ratio on 1 of 2 (two-moons); where it does not (ring)" in text
     assert len(list(csv.DictReader(open(out / "table1.csv")))) == 13
+    # the held-out table's truth row: the generators' own mean log p(test); iris has no known density
+    from chefs.datasets import true_heldout_loglik
+
+    assert [ln for ln in text.splitlines() if ln.startswith("| truth |")] == [
+        f"| truth | {true_heldout_loglik('ring', 0):.4f} | {true_heldout_loglik('two-moons', 0):.4f} | — |"]
     bad = tmp_path / "bad.csv"
     bad.write_text("x,y\n1,2\n")
     assert main(["bench", "table1-merge", str(bad), "--out", str(out)]) == 2

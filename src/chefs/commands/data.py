@@ -1,4 +1,4 @@
-"""``chefs hellinger`` and ``chefs data {list,show,baseline}``: the data sets of
+"""``chefs hellinger`` and ``chefs data {list,show,baseline,truth}``: the data sets of
 Table 1 and the Hellinger distance between two samples."""
 
 from __future__ import annotations
@@ -85,6 +85,15 @@ def register(subparsers) -> None:
                     help=f"Monte Carlo draws, at least {MIN_NUM_MC} (default %(default)s)")
     _add_data_dir(bl)
     bl.set_defaults(func=_cmd_baseline)
+
+    tr = dsub.add_parser("truth", help="the TRUTH row of Table 1: mean true log-density of the synthetic test splits",
+                         description="Mean log-density per point of the test split under the generator's own "
+                         "density (docs/derivations-data.md section 1.1): the held-out log-likelihood of the true "
+                         "model, the best a model can score on average. Synthetic data sets only.")
+    tr.add_argument("names", metavar="NAME", nargs="*", help="ring, two-moons, pinwheel (default: all three)")
+    tr.add_argument("--seed", type=nonneg_int, action="append", default=None,
+                    help="seed of the split; repeat for several (default 0)")
+    tr.set_defaults(func=_cmd_truth)
 
 
 def _usage(parser) -> int:
@@ -197,4 +206,28 @@ def _cmd_baseline(args) -> int:
     for name, (train, test) in zip(names, splits):
         if datasets.resolve_name(name) is None:
             print(f"chefs: note: {_csv_split_note(name, train.shape[0], test.shape[0], args.seed)}", file=sys.stderr)
+    return 0
+
+
+def _cmd_truth(args) -> int:
+    from .. import datasets
+
+    names = args.names or list(datasets.synthetic.LOG_DENSITIES)
+    for name in names:  # every name checked before the table starts
+        key = datasets.resolve_name(name)
+        if key is None or datasets.DATASETS[key].kind != "synthetic":
+            raise ValueError(f"no true density for {name!r}: it is known for the synthetic data sets "
+                             f"({', '.join(datasets.synthetic.LOG_DENSITIES)})")
+    seeds = args.seed or [0]
+    print(f"{'data set':<12} {'seed':>4} {'test':>6} {'mean log p':>11} {'se':>7}")
+    for name in names:
+        key = datasets.resolve_name(name)
+        means = []
+        for seed in seeds:
+            _, test = datasets.load_split(key, seed=seed)
+            lp = datasets.true_log_density(key, test)
+            means.append(float(np.mean(lp)))
+            print(f"{key:<12} {seed:>4} {test.shape[0]:>6} {means[-1]:>11.4f} {np.std(lp, ddof=1) / np.sqrt(lp.size):>7.4f}")
+        if len(seeds) > 1:
+            print(f"{key:<12} {'mean':>4} {'':>6} {np.mean(means):>11.4f}")
     return 0

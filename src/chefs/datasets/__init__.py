@@ -53,6 +53,8 @@ __all__ = [
     "read_csv",
     "discrete_steps",
     "resolve_name",
+    "true_log_density",
+    "true_heldout_loglik",
 ]
 
 SYNTHETIC_TRAIN = 2000
@@ -359,3 +361,52 @@ def load_split(
     perm = _rng(seed, _STREAM_SPLIT).permutation(n)
     n_train = n - n // 2
     return x[perm[:n_train]], x[perm[n_train:]]
+
+
+def true_log_density(name: str, X) -> np.ndarray:
+    """Log-density of the generator of a synthetic data set at the points ``X``
+    (:func:`chefs.datasets.synthetic.log_density`; docs/derivations-data.md
+    section 1.1). ``load`` returns the generator's draws unchanged (no rescaling;
+    dequantisation finds no ties in them), so this is the density of every split.
+
+    Parameters
+    ----------
+    name : str
+        ``ring``, ``two-moons`` or ``pinwheel`` (spellings as :func:`resolve_name`).
+    X : array_like, shape (n, 2)
+        Points.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+    """
+    key = resolve_name(name)
+    if key is None or DATASETS[key].kind != "synthetic":
+        raise ValueError(f"the true density is known only for the synthetic data sets "
+                         f"({', '.join(synthetic.LOG_DENSITIES)}), not for {name!r}")
+    return synthetic.log_density(key, X)
+
+
+def true_heldout_loglik(name: str, seed: int = 0) -> float:
+    """Mean true log-density per point of the test split of ``load_split(name, seed)``:
+    the held-out log-likelihood of the generator itself, the ``truth`` row of Table 1
+    (its expectation over splits is minus the differential entropy, the best any
+    model can score on average).
+
+    Parameters
+    ----------
+    name : str
+        A synthetic data set.
+    seed : int, optional
+        Seed of the split.
+
+    Returns
+    -------
+    float
+    """
+    key = resolve_name(name)
+    if key is None or DATASETS[key].kind != "synthetic":
+        raise ValueError(f"the true density is known only for the synthetic data sets "
+                         f"({', '.join(synthetic.LOG_DENSITIES)}), not for {name!r}")
+    _, test = load_split(key, seed=seed)
+    return float(np.mean(true_log_density(key, test)))

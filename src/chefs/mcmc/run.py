@@ -291,23 +291,31 @@ def make_executor(workers: int, scheduler: str | None = None):
 
 
 def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=None, workers: int | None = None) -> list:
-    """Run (or resume) every unfinished chain of a run directory."""
+    """Run (or resume) every unfinished chain of a run directory.
+
+    ``progress``: None (a bar when standard error is a terminal), a bool, or a
+    callable ``(sweep, state)`` called after every sweep of every chain, as in
+    :func:`run_chain`; with a callable the chains run one after the other in this
+    process (``benchmarks/convergence.py`` times sweeps with it)."""
     run_dir = Path(run_dir)
     spec = load_spec(run_dir)
     todo = [c for c in range(spec["chains"]) if not (run_dir / f"chain-{c}" / "done").exists()]
     results = []
     own = None
     client = None
+    callback = progress if callable(progress) else None
+    if callback is not None and (executor is not None or scheduler):
+        raise ValueError("a progress callable needs the chains to run in this process: give no executor or scheduler")
     if executor is None:
-        n = workers or min(len(todo), os.cpu_count() or 1)
+        n = 1 if callback is not None else workers or min(len(todo), os.cpu_count() or 1)
         executor, client = make_executor(n, scheduler)
         own = executor
-    show = _progress_enabled(progress)
+    show = callback is None and _progress_enabled(progress)
     try:
         if executor is None:
             for c in todo:
                 bar = _bar(spec, c) if show else None
-                results.append(run_chain(run_dir, c, progress=_bar_callback(bar) if bar else None))
+                results.append(run_chain(run_dir, c, progress=callback or (_bar_callback(bar) if bar else None)))
                 if bar:
                     bar.close()
         else:
