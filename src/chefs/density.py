@@ -28,6 +28,7 @@ from .mcmc.run import create_run, load_spec, run_chains
 
 MARGIN = 0.3  # default margin of the unit map (docs/derivations.md section 3.1)
 LEGACY_MARGIN = 0.3  # runs written before the margin was stored used this one
+PILOTS = 3  # default multi-start pilots per chain (docs/derivations.md section 3.7)
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
@@ -136,6 +137,18 @@ class BeliefNetwork:
         use more of its curvature (003 scales data onto the whole range) and
         leave less room for test points beyond the training range
         (docs/derivations.md section 3.1).
+    hmc_steps : int
+        Leapfrog steps of the joint non-centred HMC transition of the continuous
+        state (biases, log precisions, weights, hidden noise), once per sweep; 0
+        (default) leaves it off. Step size and mass matrix adapt during the burn-in
+        only (docs/derivations.md section 3.6; 002's future work).
+    pilots, pilot_sweeps : int
+        Multi-start: each chain first runs ``pilots`` short chains of
+        ``pilot_sweeps`` sweeps (default half the burn-in) from fresh starts and
+        continues the one whose end state gives the training data the highest
+        importance-sampled log-likelihood (a start-up heuristic; every kept sample
+        comes from the unchanged sampler; docs/derivations.md section 3.7). 1: one
+        start, as before.
     init_activations : "projection" or "prior"
         How each chain's hidden activations start: soft half-space features of
         the data (the default; chains find the shared hidden units far more
@@ -149,7 +162,7 @@ class BeliefNetwork:
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
                  structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
-                 init_activations: str = "projection", hmc_steps: int = 0, pilots: int = 1,
+                 init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
                  pilot_sweeps: int | None = None):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")

@@ -114,7 +114,8 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
 
     net = BeliefNetwork(prior=prior, sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
                         chains=chains, seed=int(rng.integers(2**31)), out=out, force=True, progress=False,
-                        checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"])
+                        checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
+                        pilots=settings["pilots"])
     net.fit(train)
     return evaluate_network(net, test, n, rng)
 
@@ -134,7 +135,7 @@ def evaluate_network(net, test, n, rng):
 TOY = ("ring", "two-moons", "pinwheel")  # 2-D sets drawn in fantasy_toy.png
 
 
-def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None) -> tuple[dict, str]:
+def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None, pilots=None) -> tuple[dict, str]:
     """The belief networks' settings and their label for the CSV's ``settings`` column.
 
     ``sweeps``/``burn_in``/``thin`` override the quick or full chains of all three
@@ -144,11 +145,17 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     differ from the base's (``"full,sweeps=15000,burn_in=7500,thin=150"``), so
     runs of different lengths are never merged into one table. ``margin``: the
     unit map's margin of all three belief networks (default
-    :data:`chefs.density.MARGIN`), labelled ``",margin=..."`` when it differs."""
-    from ..density import MARGIN, check_margin
+    :data:`chefs.density.MARGIN`), labelled ``",margin=..."`` when it differs.
+    ``pilots``: multi-start pilots per chain (default :data:`chefs.density.PILOTS`,
+    each of half the burn-in), labelled ``",pilots=P"`` unless 1 (the single start
+    of every run before stop 25, whose rows carry no such label)."""
+    from ..density import MARGIN, PILOTS, check_margin
 
     margin = MARGIN if margin is None else check_margin(margin)
-    extra = "" if margin == MARGIN else f",margin={margin!r}"
+    pilots = PILOTS if pilots is None else pilots
+    if isinstance(pilots, bool) or not isinstance(pilots, (int, np.integer)) or pilots < 1:
+        raise ValueError(f"pilots must be a positive integer, got {pilots!r}")
+    extra = ("" if margin == MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
     base = QUICK if quick else FULL
     settings = dict(base)
     label = "quick" if quick else "full"
@@ -166,6 +173,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
         raise ValueError(f"no sample would be kept: sweeps ({sweeps}) minus burn-in ({burn_in}) is less than "
                          f"thin ({thin})")
     settings["margin"] = margin
+    settings["pilots"] = int(pilots)
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
         return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)
@@ -174,7 +182,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
 
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
                chains: int = 1, jobs: int = 1, force: bool = False, sweeps=None, burn_in=None,
-               thin=None, margin=None, resume: bool = False) -> Path:
+               thin=None, margin=None, resume: bool = False, pilots=None) -> Path:
     """Run the benchmark; writes table1.csv, table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
     parallel processes by the chain driver). ``jobs`` > 1 runs the (data set,
@@ -195,10 +203,12 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin)
-    if "," in label and not set(models) & set(NETWORKS):
-        raise ValueError("--sweeps/--burn-in/--thin/--margin set the belief networks' chains, but none of icp, cibp, "
-                         "ecibp is among the models")
+    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots)
+    if not set(models) & set(NETWORKS):
+        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots)):
+            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots set the belief networks' chains, but none of "
+                             "icp, cibp, ecibp is among the models")
+        label = "quick" if quick else "full"  # the settings label describes the networks' chains only
     if chains > 1 and set(models) & set(NETWORKS):
         label += f",chains={int(chains)}"  # pooled chains change the networks' rows: never mixed with one chain's
     out = Path(out)

@@ -32,6 +32,9 @@ def register(sub) -> None:
     t.add_argument("--margin", type=float, default=None,
                    help="unit-map margin of the ICP, CIBP and ECIBP fits alike: each column's training range goes "
                         f"onto [MARGIN, 1 - MARGIN] (default: {MARGIN}, chefs.density.MARGIN)")
+    t.add_argument("--pilots", type=positive_int, default=None,
+                   help="multi-start pilots per chain of the ICP, CIBP and ECIBP fits alike (default: "
+                        "chefs.density.PILOTS; 1: the single start of runs before stop 25)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "
@@ -73,7 +76,7 @@ def cmd_table1(args) -> int:
     seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
                       jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
-                      margin=args.margin, resume=args.resume)
+                      margin=args.margin, resume=args.resume, pilots=args.pilots)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0
