@@ -25,6 +25,8 @@ from scipy.special import logsumexp
 
 from .mcmc.chain import ChainConfig
 from .mcmc.run import create_run, load_spec, run_chains
+# posterior samples as arrays, ancestral draws, importance-sampled densities (re-exported here)
+from .models.predictive import SampleArrays, ancestral, log_density_unit, sample_arrays  # noqa: F401
 
 MARGIN = 0.3  # default margin of the unit map (docs/derivations.md section 3.1)
 LEGACY_MARGIN = 0.3  # runs written before the margin was stored used this one
@@ -99,10 +101,6 @@ def check_data(X, num_columns: int | None = None) -> np.ndarray:
     if num_columns is not None and X.shape[1] != num_columns:
         raise ValueError(f"data have {X.shape[1]} columns but the model was fitted on {num_columns}")
     return X
-
-
-# posterior samples as arrays, ancestral draws, importance-sampled densities
-from .models.predictive import SampleArrays, ancestral, log_density_unit, sample_arrays  # noqa: E402,F401
 
 
 class BeliefNetwork:
