@@ -344,12 +344,16 @@ def _run_tasks(pool, cells, record, log, progress=None, shared: bool = True) -> 
 
     from ..mcmc.run import _progress_enabled
 
-    futures = []
+    tasks = []
     for ds, seed, todo, settings, data_dir, out, chains, baseline in cells:
         data = _training_split(ds, seed, settings, data_dir)
         runs = str(Path(out).absolute()) if shared else None
         parts = ([((), True)] if baseline else []) + [((m,), False) for m in todo]
-        futures += [pool.submit(_cell_job, (ds, seed, ms, settings, None, runs, chains, b), data) for ms, b in parts]
+        tasks += [((ds, seed, ms, settings, None, runs, chains, b), data) for ms, b in parts]
+    # the long cells first, so that none of them starts last and keeps one worker busy alone at the end:
+    # the out-tree and the belief networks before the rest, each on the larger training sets first
+    tasks.sort(key=lambda t: (not set(t[0][2]) & {"outtree", *NETWORKS}, -t[1][0].size))
+    futures = [pool.submit(_cell_job, cell, data) for cell, data in tasks]
     bar = None
     if _progress_enabled(progress):
         from tqdm.auto import tqdm
