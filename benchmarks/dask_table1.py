@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(SRC))  # the LocalCluster's scheduler runs here and unpickles tasks that name chefs
 
 
 def _table(out: Path) -> dict:

@@ -266,3 +266,34 @@ def test_workers_of_another_machine(tmp_path, capsys):
         assert main(["resume", str(run), "--no-progress"] + addr) == 2
         _one_error(capsys, "the chains write their checkpoints and samples there")
         assert (run / "chain-0" / "checkpoint.json").read_text() == before
+
+
+class _Scheduler:
+    """A client whose scheduler answers with ``facts`` (or has no workers)."""
+
+    def __init__(self, facts=None, workers=True):
+        self.facts, self.workers = facts, workers
+
+    def wait_for_workers(self, n, timeout):
+        if not self.workers:
+            raise TimeoutError
+
+    def run_on_scheduler(self, fn):
+        return self.facts
+
+
+@pytest.mark.parametrize("client, msg", [
+    (_Scheduler({"error": "ModuleNotFoundError: No module named 'chefs'"}),
+     "the Dask scheduler at 'tcp://h:1' cannot import chefs (ModuleNotFoundError: No module named 'chefs'): "
+     "install indian-chefs"),
+    (_Scheduler({"chefs": "0.0.1"}), "the Dask scheduler at 'tcp://h:1' runs chefs 0.0.1: install"),
+    (_Scheduler(workers=False), "the Dask scheduler at 'tcp://h:1' has no workers"),
+])
+def test_a_scheduler_without_chefs_or_workers_is_refused(client, msg):
+    """The scheduler unpickles the tasks: without chefs there, or without workers,
+    nothing could run; said before any work is sent."""
+    from chefs.cluster import _check_workers
+
+    with pytest.raises(ValueError) as err:
+        _check_workers(client, "tcp://h:1")
+    assert str(err.value).startswith(msg) and "\n" not in str(err.value)

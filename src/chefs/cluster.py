@@ -38,7 +38,8 @@ def connect(scheduler: str):
 
     Raises ``ValueError`` (one line) when dask.distributed is missing, the
     scheduler cannot be reached, no worker joins within :data:`WORKER_WAIT`
-    seconds, or a worker cannot import chefs or runs another version of it.
+    seconds, or the scheduler or a worker cannot import chefs or runs another
+    version of it (the scheduler unpickles the tasks, the workers run them).
     """
     if not isinstance(scheduler, str) or not scheduler.strip():
         raise ValueError(f"--scheduler takes a Dask scheduler address such as tcp://10.0.0.5:8786, got {scheduler!r}")
@@ -70,6 +71,12 @@ def _check_workers(client, scheduler: str) -> dict:
                          "start some (`dask worker ADDR`) or scale the cluster up") from None
     # by value: a worker without chefs runs it and says so (by reference it could not even unpickle it)
     cloudpickle.register_pickle_by_value(_probe)
+    # the scheduler unpickles the tasks (which name chefs functions): it needs chefs too
+    here = client.run_on_scheduler(_probe.worker_facts)
+    if here.get("chefs") != __version__:
+        got = f"cannot import chefs ({_one_line(here['error'])})" if "error" in here else f"runs chefs {here['chefs']}"
+        raise ValueError(f"the Dask scheduler at {scheduler!r} {got}: install indian-chefs {__version__} in the "
+                         "scheduler's environment too (it unpickles the tasks)")
     facts = client.run(_probe.worker_facts)
     broken = {a: f["error"] for a, f in facts.items() if "error" in f}
     if broken:
