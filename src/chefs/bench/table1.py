@@ -199,9 +199,10 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
                thin=None, margin=None, resume: bool = False, scheduler: str | None = None, progress=None) -> Path:
     """Run the benchmark; writes table1.csv, table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
-    parallel processes by the chain driver). ``jobs`` > 1 runs the (data set,
-    seed) cells in that many processes; every cell has its own random streams,
-    so the numbers do not depend on ``jobs`` (only the row order of the CSV does).
+    parallel processes by the chain driver, one after the other on a Dask
+    worker). ``jobs`` > 1 runs the (data set, model, seed) cells in that many
+    processes, the longest first; every cell has its own random streams, so the
+    numbers do not depend on ``jobs`` (only the row order of the CSV does).
     ``sweeps``, ``burn_in``, ``thin``: longer (or shorter) chains for all three
     belief networks, ``margin`` their unit map's margin (:func:`chain_settings`).
 
