@@ -20,6 +20,7 @@ import csv
 import io
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -143,7 +144,6 @@ def _replace_dir(src: Path, dst: Path) -> None:
     copy of the same cell got there in between, it is kept (the same seed gave the
     same run) and ``src`` stays where it is."""
     import errno
-    import shutil
 
     shutil.rmtree(dst, ignore_errors=True)
     try:
@@ -253,6 +253,7 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         elif not force:
             raise FileExistsError(f"{path} exists; use --force to replace it, --resume to finish an interrupted run "
                                   "with the same settings (or another --out; `chefs bench table1-merge` combines runs)")
+    seeds = tuple(seeds)
     pool = client = None
     if scheduler is not None:  # reached and checked before anything is written
         from ..mcmc.run import make_executor
@@ -266,12 +267,10 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         if client is not None:
             pool.shutdown(wait=False)  # after a failure or Ctrl-C: cancels the cells not finished
             client.close()
-    import shutil
-
     for partial in (out / "runs").glob(f".*{PARTIAL}*"):  # left by cells whose process died (a Dask task run again)
         shutil.rmtree(partial, ignore_errors=True)
     write_markdown(rows, out / "table1.md", datasets)
-    _figures(_load_fantasies(rows, out / "fantasy", datasets, models, tuple(seeds)[0], log), out, quick, label)
+    _figures(_load_fantasies(rows, out / "fantasy", datasets, models, seeds[0], log), out, quick, label)
     return path
 
 
