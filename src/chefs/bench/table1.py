@@ -95,13 +95,19 @@ def fit_dpgmm(train, test, n, rng):
 
 
 def fit_outtree(train, test, n, rng, max_train, candidates=16):
+    """On one BLAS thread: the out-tree's numbers change with the number of BLAS
+    threads (its matrix-tree determinants are ill-conditioned), which differs between
+    a local process (all cores) and a Dask worker (1), or between machines."""
+    from threadpoolctl import threadpool_limits
+
     from ..outtree import OutTree
     from ..outtree.estimator import NORMALIZER_REL_SE_WARN
 
     tr = train if train.shape[0] <= max_train else train[rng.choice(train.shape[0], max_train, replace=False)]
-    m = OutTree().fit(tr, rng=rng)
-    fantasy = m.sample(n, rng=rng, candidates=candidates)
-    ll = float(np.mean(m.score_samples(test)))
+    with threadpool_limits(limits=1, user_api="blas"):
+        m = OutTree().fit(tr, rng=rng)
+        fantasy = m.sample(n, rng=rng, candidates=candidates)
+        ll = float(np.mean(m.score_samples(test)))
     se = m.log_normalizer_[1]
     note = f"normaliser relative SE {se:.2f}: held-out value unreliable" if not se <= NORMALIZER_REL_SE_WARN else ""
     return fantasy, ll, note
