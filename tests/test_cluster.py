@@ -7,6 +7,7 @@ import concurrent.futures as cf
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -143,10 +144,15 @@ def _table(out):
 
 
 @pytest.fixture(scope="module")
-def local_table(tmp_path_factory):
+def local_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("table") / "local"
     assert main(TABLE + ["--out", str(out)]) == 0
-    return _table(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_table(local_run):
+    return _table(local_run)
 
 
 def test_table1_on_dask_with_a_worker_killed_mid_cell(cluster, local_table, tmp_path, capsys):
@@ -169,36 +175,38 @@ def test_table1_on_dask_with_a_worker_killed_mid_cell(cluster, local_table, tmp_
     assert sorted(p.name for p in (out / "fantasy").glob("*.npz")) == ["ring-icp-0.npz", "ring-kde-0.npz"]
 
 
-def test_table1_resume_on_dask_after_a_lost_client(cluster, local_table, tmp_path, capsys):
-    """The client (a chefs process) is killed while the icp cell runs on the
-    cluster; --resume --scheduler keeps its finished rows, runs only the missing
-    cell and ends with the local table."""
+def test_table1_resume_on_dask_after_a_lost_client(cluster, local_run, local_table, tmp_path, capsys):
+    """A run interrupted after its kde row is resumed on the cluster by a client (a
+    chefs process) that is killed while the icp cell runs; --resume --scheduler then
+    keeps the finished rows, runs only the icp cell, and ends with the local table."""
     out = tmp_path / "lost"
+    out.mkdir()
+    lines = (local_run / "table1.csv").read_text().splitlines(keepends=True)
+    (out / "table1.csv").write_text("".join(ln for ln in lines if ",icp," not in ln))  # header, baseline, kde
+    (out / "fantasy").mkdir()
+    shutil.copy(local_run / "fantasy" / "ring-kde-0.npz", out / "fantasy")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
-    client = subprocess.Popen([sys.executable, "-m", "chefs.cli"] + TABLE + ["--scheduler", cluster.scheduler_address,
-                              "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = TABLE + ["--scheduler", cluster.scheduler_address, "--out", str(out), "--resume"]
+    with open(tmp_path / "client.log", "w") as log:
+        client = subprocess.Popen([sys.executable, "-m", "chefs.cli"] + args, env=env, stdout=log, stderr=log)
     try:
-        # a row written (the baseline's, a short task) while the icp cell runs: its run unfinished (not yet
-        # renamed to runs/ring-icp-0), so its row cannot be in table1.csv when the client dies
-        def icp_running_after_a_row():
-            rows = (out / "table1.csv").read_text().count("\n") - 1 if (out / "table1.csv").exists() else 0
-            return (rows >= 1 and list((out / "runs").glob(".ring-icp-0.partial-*/run/config.json"))
+        def icp_running():  # its run unfinished (not yet renamed to runs/ring-icp-0): its row is not on disk
+            assert client.poll() is None, (tmp_path / "client.log").read_text()
+            return (list((out / "runs").glob(".ring-icp-0.partial-*/run/config.json"))
                     and not (out / "runs" / "ring-icp-0").exists())
 
-        _wait(icp_running_after_a_row, "a row while the icp cell runs")
+        _wait(icp_running, "the icp cell to run")
         client.kill()
     finally:
         client.wait()
     before = _table(out)
-    assert before and ("ring", "icp", "0") not in before
+    assert sorted(m for _, m, _ in before) == ["baseline", "kde"]
     capsys.readouterr()
-    assert main(TABLE + ["--scheduler", cluster.scheduler_address, "--out", str(out), "--resume"]) == 0
+    assert main(args) == 0
     log = capsys.readouterr().out
-    assert f"{len(before)} finished rows kept, 1 (data set, seed) cells to run" in log
+    assert "2 finished rows kept, 1 (data set, seed) cells to run" in log
     resumed = log.split("resuming", 1)[1]
-    for ds, m, seed in local_table:  # a model's cell runs again exactly when its row was missing
-        if m != "baseline":
-            assert (f"{ds:9s} {m:8s} seed {seed}:" in resumed) == ((ds, m, seed) not in before)
+    assert "ring      icp      seed 0:" in resumed and "ring      kde      seed 0:" not in resumed
     assert _table(out) == local_table
 
 
@@ -314,3 +322,23 @@ def test_outtree_cell_on_dask_equals_local(cluster, tmp_path):
     assert main(args + ["--out", str(tmp_path / "local")]) == 0
     assert main(args + ["--scheduler", cluster.scheduler_address, "--out", str(tmp_path / "dask")]) == 0
     assert _table(tmp_path / "dask") == _table(tmp_path / "local")
+
+
+def test_a_task_whose_workers_keep_dying_is_one_line(tmp_path):
+    """When Dask gives up on a task (every allowed worker died running it), the
+    executor says so in one line (an OSError: the CLI prints it without a traceback)."""
+    import dask
+
+    from chefs.cluster import ClusterExecutor, LostTaskError, connect
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), _cluster(1) as cl:
+        client, facts = connect(cl.scheduler_address)
+        try:
+            pool = ClusterExecutor(client, facts)
+            assert pool.submit(sum, [1, 2]).result() == 3
+            with pytest.raises(LostTaskError, match="Dask gave up on a task") as err:
+                pool.submit(os._exit, 1).result(timeout=60)  # the worker process exits
+            assert isinstance(err.value, OSError) and "\n" not in str(err.value)
+            pool.shutdown()
+        finally:
+            client.close()

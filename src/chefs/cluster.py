@@ -123,10 +123,16 @@ def run_task(threads_by_host: dict, fn, *args, **kwargs):
     return fn(*args, **kwargs)
 
 
+class LostTaskError(ConnectionError):
+    """A task whose workers kept dying (Dask gave up on it): one line for the CLI."""
+
+
 class ClusterExecutor(cf.Executor):
     """The client's ``concurrent.futures`` executor, each task run through
     :func:`run_task`. ``shutdown(wait=False)`` cancels the tasks not yet finished;
-    the client stays open (its owner closes it)."""
+    the client stays open (its owner closes it). A task on which Dask gives up
+    (``distributed.scheduler.allowed-failures`` workers died running it) fails
+    with :class:`LostTaskError`."""
 
     def __init__(self, client, facts: dict):
         self.client = client
@@ -134,10 +140,33 @@ class ClusterExecutor(cf.Executor):
         self._pool = client.get_executor()
 
     def submit(self, fn, /, *args, **kwargs):
-        return self._pool.submit(run_task, self.threads, fn, *args, **kwargs)
+        inner = self._pool.submit(run_task, self.threads, fn, *args, **kwargs)
+        outer = cf.Future()
+        inner.add_done_callback(lambda f: _relay(f, outer))
+        return outer
 
     def shutdown(self, wait=True, *, cancel_futures=False):
         self._pool.shutdown(wait=wait)
+
+
+def _relay(inner: cf.Future, outer: cf.Future) -> None:
+    """``inner``'s outcome to ``outer``, Dask's KilledWorker as :class:`LostTaskError`."""
+    from distributed import KilledWorker
+
+    if inner.cancelled():
+        outer.cancel()
+        outer.set_running_or_notify_cancel()  # wakes concurrent.futures.wait / as_completed
+        return
+    err = inner.exception()
+    if err is None:
+        outer.set_result(inner.result())
+    elif isinstance(err, KilledWorker):
+        outer.set_exception(LostTaskError(
+            "Dask gave up on a task after its workers died running it (distributed.scheduler.allowed-failures); "
+            "what finished is kept (`chefs resume RUN`, `chefs bench table1 --resume`): look at the workers' "
+            "logs and memory"))
+    else:
+        outer.set_exception(err)
 
 
 def blind_workers(client, path) -> dict:
