@@ -249,10 +249,10 @@ def make_executor(workers: int, scheduler: str | None = None):
     if workers <= 1 or mp.current_process().daemon:
         return None, None
 
-    from .._threads import limit_numba_threads, share_cores
+    from .._threads import limit_threads, share_cores
 
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                  initializer=limit_numba_threads, initargs=(share_cores(workers),)), None
+                                  initializer=limit_threads, initargs=(share_cores(workers),)), None
 
 
 def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=None, workers: int | None = None) -> list:
