@@ -209,3 +209,24 @@ def test_logprob_layered_rejects_icp_graph(tmp_path, capsys):
     assert main(["prior", "logprob", str(out), "--prior", "cibp"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("chefs: error:") and err.count("\n") == 1
+
+
+def test_every_command_module_is_registered_in_order():
+    """chefs.commands.MODULES lists every command module (none is left out
+    silently), and an action under a command registered too early is an error."""
+    import argparse
+    import pkgutil
+
+    from chefs import commands
+    from chefs.commands._util import actions_of
+
+    public = {i.name for i in pkgutil.iter_modules(commands.__path__) if not i.name.startswith("_")}
+    assert set(commands.MODULES) == public and len(commands.MODULES) == len(public)
+    from chefs.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["prior", "mcmc", "--num-observed", "2", "--out", "r"]).func.__name__ == "cmd_prior_mcmc"
+    assert parser.parse_args(["prior", "cibp-figures", "--out", "d"]).func.__name__ == "cmd_cibp_figures"
+    sub = argparse.ArgumentParser().add_subparsers()
+    with pytest.raises(RuntimeError, match="'prior' must come before"):
+        actions_of(sub, "prior")

@@ -1,7 +1,7 @@
 """The ``chefs`` command line: a thin layer over the library.
 
-Each module in :mod:`chefs.commands` defines ``register(subparsers)`` that adds
-its sub-commands; every sub-command sets ``func(args) -> int``. User errors
+Each module listed in ``chefs.commands.MODULES`` defines ``register(subparsers)``
+that adds its sub-commands; every sub-command sets ``func(args) -> int``. User errors
 (``ValueError``, missing files) print one line and exit with status 2; a
 warning prints one line, ``chefs: warning: ...``.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 import warnings
 
@@ -52,11 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"chefs {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(sub)
+    for name in commands.MODULES:
+        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     return parser
 
 

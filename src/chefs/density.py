@@ -153,6 +153,12 @@ class BeliefNetwork:
         often) or draws from the prior given the initial structure. Only the
         start differs; the sampler and its target are the same
         (docs/derivations.md section 3.5).
+    scheduler : str or None
+        A Dask scheduler address (``tcp://HOST:8786``): each chain runs as a task
+        on that cluster instead of in a local process, with the same numbers. The
+        run directory (``out``) must be on a file system the workers share: they
+        write the chains' checkpoints and samples there (checked before the run is
+        created; see ``chefs.cluster``).
     """
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
@@ -161,7 +167,7 @@ class BeliefNetwork:
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
                  structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
-                 pilot_sweeps: int | None = None):
+                 pilot_sweeps: int | None = None, scheduler: str | None = None):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -198,6 +204,7 @@ class BeliefNetwork:
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
         self.pilots = int(pilots)
         self.pilot_sweeps = max(1, burn_in // 2) if pilot_sweeps is None else int(pilot_sweeps)
+        self.scheduler = scheduler
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
@@ -218,6 +225,26 @@ class BeliefNetwork:
                              sample_hyper=("alpha", "gamma", "phi") if self.sample_hyper and not layered else (),
                              weights=(1.0, 1.0, 0.0, 0.0) if layered else (1.0, 1.0, 1.0, 1.0),
                              structure_warmup=self.structure_warmup)
+        executor = client = None
+        if self.scheduler is not None:  # reached and checked before anything is written
+            from .cluster import check_shared_dir
+            from .mcmc.run import make_executor
+
+            executor, client = make_executor(self.chains, self.scheduler)
+        try:
+            if client is not None:
+                check_shared_dir(client, self.out or tempfile.gettempdir(),
+                                 "the chains write their checkpoints and samples into the run directory")
+            self._create_and_run(X, config, layered, D, executor)
+        finally:
+            if client is not None:
+                executor.shutdown(wait=False)
+                client.close()
+        self._load_samples()
+        return self
+
+    def _create_and_run(self, X, config, layered: bool, D: int, executor) -> None:
+        """Create the run directory and run its chains (on ``executor`` when given)."""
         out = self.out or tempfile.mkdtemp(prefix="chefs-fit-")
         model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries,
                  "activation_update": self.activation_update, "weight_prior": self.weight_prior,
@@ -236,10 +263,8 @@ class BeliefNetwork:
         import time
 
         t0 = time.perf_counter()
-        self.chain_results_ = run_chains(run, progress=self.progress)
+        self.chain_results_ = run_chains(run, executor=executor, progress=self.progress)
         self.fit_seconds_ = time.perf_counter() - t0
-        self._load_samples()
-        return self
 
     def _initial_graph(self, D: int):
         """Starting structure: a draw from the ICP with gamma chosen so that the

@@ -23,6 +23,7 @@ import csv
 import io
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -97,26 +98,49 @@ def fit_dpgmm(train, test, n, rng):
 
 
 def fit_outtree(train, test, n, rng, max_train, candidates=16):
+    """On one BLAS thread: the out-tree's numbers change with the number of BLAS
+    threads (its matrix-tree determinants are ill-conditioned), which differs between
+    a local process (all cores) and a Dask worker (1), or between machines."""
+    from threadpoolctl import threadpool_limits
+
     from ..outtree import OutTree
     from ..outtree.estimator import NORMALIZER_REL_SE_WARN
 
     tr = train if train.shape[0] <= max_train else train[rng.choice(train.shape[0], max_train, replace=False)]
-    m = OutTree().fit(tr, rng=rng)
-    fantasy = m.sample(n, rng=rng, candidates=candidates)
-    ll = float(np.mean(m.score_samples(test)))
+    with threadpool_limits(limits=1, user_api="blas"):
+        m = OutTree().fit(tr, rng=rng)
+        fantasy = m.sample(n, rng=rng, candidates=candidates)
+        ll = float(np.mean(m.score_samples(test)))
     se = m.log_normalizer_[1]
     note = f"normaliser relative SE {se:.2f}: held-out value unreliable" if not se <= NORMALIZER_REL_SE_WARN else ""
     return fantasy, ll, note
 
 
+PARTIAL = ".partial-"  # OUT/runs/.NAME.partial-XXXX: a belief network's run directory while it is written
+
+
 def fit_network(prior, train, test, n, rng, settings, out, chains=1):
+    """``out``: where the fit's run directory ends up, or None (a temporary one,
+    removed after the fit). The run is written into a fresh sibling of ``out`` and
+    renamed to ``out`` when finished: two runs of one cell (a Dask task run again
+    while the first still runs, after a lost client) never write into one
+    directory, and ``out`` holds only finished runs."""
+    import tempfile
+
     from ..density import BeliefNetwork
 
-    net = BeliefNetwork(prior=prior, sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
-                        chains=chains, seed=int(rng.integers(2**31)), out=out, force=True, progress=False,
-                        checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
-                        pilots=settings["pilots"])
-    net.fit(train)
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{Path(out).name}{PARTIAL}" if out else "chefs-table1-",
+                                     dir=None if out is None else Path(out).parent) as tmp:
+        run = Path(tmp) / "run"
+        net = BeliefNetwork(prior=prior, sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
+                            chains=chains, seed=int(rng.integers(2**31)), out=run, force=True, progress=False,
+                            checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
+                            pilots=settings["pilots"])
+        net.fit(train)  # the samples are in memory from here on
+        if out is not None:
+            _replace_dir(run, Path(out))
     return evaluate_network(net, test, n, rng)
 
 
@@ -130,6 +154,20 @@ def evaluate_network(net, test, n, rng):
     ll = float(np.mean(lp[np.isfinite(lp)])) if outside < lp.size else -math.inf
     note = f"{outside} of {lp.size} test points outside the support (excluded from the mean)" if outside else ""
     return fantasy, ll, note
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Move the directory ``src`` to ``dst``, replacing an older ``dst``; when another
+    copy of the same cell got there in between, it is kept (the same seed gave the
+    same run) and ``src`` stays where it is."""
+    import errno
+
+    shutil.rmtree(dst, ignore_errors=True)
+    try:
+        os.replace(src, dst)
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
 
 
 TOY = ("ring", "two-moons", "pinwheel")  # 2-D sets drawn in fantasy_toy.png
@@ -181,13 +219,15 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
 
 
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
-               chains: int = 1, jobs: int = 1, force: bool = False, sweeps=None, burn_in=None,
-               thin=None, margin=None, resume: bool = False, pilots=None) -> Path:
+               chains: int = 1, jobs: int | None = None, force: bool = False, sweeps=None, burn_in=None,
+               thin=None, margin=None, resume: bool = False, scheduler: str | None = None, progress=None,
+               pilots=None) -> Path:
     """Run the benchmark; writes table1.csv, table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
-    parallel processes by the chain driver). ``jobs`` > 1 runs the (data set,
-    seed) cells in that many processes; every cell has its own random streams,
-    so the numbers do not depend on ``jobs`` (only the row order of the CSV does).
+    parallel processes by the chain driver, one after the other on a Dask
+    worker). ``jobs`` > 1 runs the (data set, model, seed) cells in that many
+    processes, the longest first; every cell has its own random streams, so the
+    numbers do not depend on ``jobs`` (only the row order of the CSV does).
     ``sweeps``, ``burn_in``, ``thin``: longer (or shorter) chains for all three
     belief networks, ``margin`` their unit map's margin (:func:`chain_settings`).
 
@@ -196,7 +236,20 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     disk) and run only the missing (data set, model, seed) rows. Each model has its
     own random stream, so the finished table equals an uninterrupted run's.
     The toy sets' fantasy data are kept in ``out/fantasy/DATASET-MODEL-SEED.npz``
-    (arrays ``fantasy`` and ``test``), from which the figure is drawn."""
+    (arrays ``fantasy`` and ``test``), from which the figure is drawn.
+
+    ``scheduler``: a Dask scheduler address; every (data set, model, seed) cell is
+    then a task on that cluster (``jobs`` > 1: one in a local process), with the
+    same numbers. The cells get their data as arrays and send back their rows and
+    fantasy data, which are written here as they come (so ``resume`` finds them);
+    the workers need neither the data directory nor ``out``. The belief networks'
+    run directories go to ``out/runs`` when the workers see ``out``, and are not
+    kept otherwise. A worker that dies costs only its cell, which Dask runs again
+    elsewhere. ``progress``: a bar over the cells of a parallel run (default: on a
+    terminal)."""
+    if scheduler is not None and jobs is not None:
+        raise ValueError("--scheduler runs the cells on a Dask cluster and --jobs in local processes: give one of them")
+    jobs = 1 if jobs is None else jobs
     if force and resume:
         raise ValueError("--force replaces OUT/table1.csv and --resume keeps its rows: give one of them")
     if int(chains) != chains or chains < 1:
@@ -227,7 +280,31 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         elif not force:
             raise FileExistsError(f"{path} exists; use --force to replace it, --resume to finish an interrupted run "
                                   "with the same settings (or another --out; `chefs bench table1-merge` combines runs)")
-    out.mkdir(parents=True, exist_ok=True)
+    seeds = tuple(seeds)
+    pool = client = None
+    if scheduler is not None:  # reached and checked before anything is written
+        from ..mcmc.run import make_executor
+
+        pool, client = make_executor(0, scheduler)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        rows = _run_cells(out, path, kept, datasets, seeds, models, settings, label, data_dir, chains, jobs, pool,
+                          log, progress)
+    finally:
+        if client is not None:
+            pool.shutdown(wait=False)  # after a failure or Ctrl-C: cancels the cells not finished
+            client.close()
+    for partial in (out / "runs").glob(f".*{PARTIAL}*"):  # left by cells whose process died (a Dask task run again)
+        shutil.rmtree(partial, ignore_errors=True)
+    write_markdown(rows, out / "table1.md", datasets)
+    _figures(_load_fantasies(rows, out / "fantasy", datasets, models, seeds[0], log), out, quick, label)
+    return path
+
+
+def _run_cells(out, path, kept, datasets, seeds, models, settings, label, data_dir, chains, jobs, pool, log,
+               progress) -> list[dict]:
+    """Run the missing cells (serially, in ``jobs`` processes, or on the Dask
+    executor ``pool``), appending each row to ``path`` as it comes; all rows."""
     seeds = tuple(seeds)
     cells = [(ds, seed, todo, settings, data_dir, str(out), int(chains), baseline)
              for ds, seed, todo, baseline in _cells_to_run(kept, datasets, seeds, models)]
@@ -254,32 +331,74 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         w.writerow(row)
         fh.flush()  # a crash loses at most the cell in progress
 
+    local = None
+    if pool is None and jobs > 1:
+        from ..mcmc.run import make_executor
+
+        local = make_executor(int(jobs))[0]  # each process gets its share of the cores for numba's threads
     try:
-        if jobs == 1:
+        if pool is not None:
+            _run_tasks(pool, cells, record, log, progress, shared=_workers_share(pool.client, out, log))
+        elif local is not None:
+            _run_tasks(local, cells, record, log, progress)
+        else:
             for cell in cells:
                 for result in _cell_rows(*cell, log=log):
                     record(*result)
-        else:
-            import concurrent.futures as cf
-            import multiprocessing as mp
-
-            from .._threads import limit_numba_threads, share_cores
-
-            # each cell's process gets its share of the cores for numba's threads
-            with cf.ProcessPoolExecutor(max_workers=int(jobs), mp_context=mp.get_context("spawn"),
-                                        initializer=limit_numba_threads, initargs=(share_cores(jobs),)) as ex:
-                futures = [ex.submit(_cell_job, cell) for cell in cells]
-                for f in cf.as_completed(futures):
-                    results, lines = f.result()
-                    for line in lines:
-                        log(line)
-                    for result in results:
-                        record(*result)
     finally:
         fh.close()
-    write_markdown(rows, out / "table1.md", datasets)
-    _figures(_load_fantasies(rows, fantasy_dir, datasets, models, seeds[0], log), out, quick, label)
-    return path
+        if local is not None:
+            local.shutdown(wait=True)
+    return rows
+
+
+def _workers_share(client, out: Path, log) -> bool:
+    """Whether every Dask worker sees ``out`` (then the belief networks' run
+    directories go to ``out/runs`` as in a local run)."""
+    from ..cluster import blind_workers
+
+    blind = blind_workers(client, out)
+    if blind:
+        log(f"  {len(blind)} Dask worker(s) cannot see {out.absolute()}: the belief networks' run directories "
+            "(OUT/runs) are not kept; the table and the fantasy data are")
+    return not blind
+
+
+def _run_tasks(pool, cells, record, log, progress=None, shared: bool = True) -> None:
+    """One task per (data set, model, seed) on the executor ``pool``, the data sent
+    as arrays (loaded here once per split); rows recorded as their tasks finish."""
+    import concurrent.futures as cf
+
+    from ..mcmc.run import _progress_enabled
+
+    tasks = []
+    for ds, seed, todo, settings, data_dir, out, chains, baseline in cells:
+        data = _training_split(ds, seed, settings, data_dir)
+        runs = str(Path(out).absolute()) if shared else None
+        parts = ([((), True)] if baseline else []) + [((m,), False) for m in todo]
+        tasks += [((ds, seed, ms, settings, None, runs, chains, b), data) for ms, b in parts]
+    # the long cells first, so that none of them starts last and keeps one worker busy alone at the end:
+    # the out-tree and the belief networks before the rest, each on the larger training sets first
+    tasks.sort(key=lambda t: (not set(t[0][2]) & {"outtree", *NETWORKS}, -t[1][0].size))
+    futures = [pool.submit(_cell_job, cell, data) for cell, data in tasks]
+    bar = None
+    if _progress_enabled(progress):
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(futures), desc="table1", unit="cell")
+        log = bar.write if log is print else log
+    try:
+        for f in cf.as_completed(futures):
+            results, lines = f.result()
+            for line in lines:
+                log(line)
+            for result in results:
+                record(*result)
+            if bar is not None:
+                bar.update()
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 CSV_FIELDS = ["dataset", "model", "seed", "hellinger", "heldout_loglik", "seconds", "note", "settings", "margin"]
@@ -355,22 +474,31 @@ def _rows_to_resume(path: Path, label: str) -> list[dict]:
     return rows
 
 
-def _cell_job(cell):
-    """One (data set, seed) cell in a worker process: its rows and log lines."""
+def _cell_job(cell, data=None):
+    """One cell in a worker process or on a Dask worker: its rows and log lines."""
     lines = []
-    return list(_cell_rows(*cell, log=lines.append)), lines
+    return list(_cell_rows(*cell, log=lines.append, data=data)), lines
 
 
-def _cell_rows(ds, seed, models, settings, data_dir, out, chains, baseline=True, *, log):
-    """Yield ``(row, fantasy, test)`` for the baseline (unless ``baseline`` is
-    false) and each model on one split (``fantasy`` only for the 2-D toy sets,
-    for the figure)."""
+def _training_split(ds, seed, settings, data_dir=None):
+    """``(train, test)`` of a cell: the split of ``seed``, the training part
+    subsampled to ``settings["max_train"]`` points (stream ``(seed, 1)``)."""
     from ..datasets import load_split
 
     train, test = load_split(ds, seed=seed, data_dir=data_dir)
     rng = np.random.default_rng([seed, 1])
     if settings["max_train"] and train.shape[0] > settings["max_train"]:
         train = train[rng.choice(train.shape[0], settings["max_train"], replace=False)]
+    return train, test
+
+
+def _cell_rows(ds, seed, models, settings, data_dir, out, chains, baseline=True, *, log, data=None):
+    """Yield ``(row, fantasy, test)`` for the baseline (unless ``baseline`` is
+    false) and each model on one split (``fantasy`` only for the 2-D toy sets,
+    for the figure). ``data``: the cell's ``(train, test)`` (from
+    :func:`_training_split`), else loaded from ``data_dir``. ``out``: the
+    belief networks' runs go to ``out/runs``, or to temporary directories when None."""
+    train, test = _training_split(ds, seed, settings, data_dir) if data is None else data
     n = test.shape[0]
     t0 = time.perf_counter()
     if baseline:
@@ -395,7 +523,7 @@ def _cell_rows(ds, seed, models, settings, data_dir, out, chains, baseline=True,
                     note = f"{sub}; {note}" if note else sub
             else:
                 fantasy, ll, note = fit_network(model, train, test, n, rng, settings,
-                                                Path(out) / "runs" / f"{ds}-{model}-{seed}", chains)
+                                                out and Path(out) / "runs" / f"{ds}-{model}-{seed}", chains)
         except (ValueError, ImportError, NotImplementedError) as err:
             log(f"  {ds} {model}: skipped ({err})")
             continue

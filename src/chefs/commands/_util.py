@@ -9,6 +9,15 @@ import sys
 from pathlib import Path
 
 
+def actions_of(sub, command: str):
+    """The sub-parsers of the registered ``command`` (e.g. ``prior``), to add
+    actions under it from another module (``chefs prior mcmc``)."""
+    if command not in sub.choices:
+        raise RuntimeError(f"chefs.commands.MODULES: {command!r} must come before the modules that add actions "
+                           "under it")
+    return next(a for a in sub.choices[command]._actions if isinstance(a, argparse._SubParsersAction))
+
+
 def positive_float(text: str) -> float:
     try:
         v = float(text)

@@ -19,8 +19,11 @@ def register(sub) -> None:
     t.add_argument("--first-seed", type=nonneg_int, default=0,
                    help="run seeds FIRST..FIRST+SEEDS-1 (split seeds over processes, then table1-merge)")
     t.add_argument("--chains", type=positive_int, default=1, help="MCMC chains per belief-network fit (pooled)")
-    t.add_argument("--jobs", type=positive_int, default=1,
-                   help="run the (data set, seed) cells in this many processes (same numbers as --jobs 1)")
+    t.add_argument("--jobs", type=positive_int, default=None,
+                   help="run the (data set, model, seed) cells in this many processes (default 1; same numbers)")
+    t.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="Dask scheduler address: run every (data set, model, seed) cell as a task on that cluster "
+                        "(same numbers; the workers get the data as arrays; not with --jobs)")
     t.add_argument("--quick", action="store_true", help="short chains and subsampled training sets (~5 min)")
     t.add_argument("--sweeps", type=positive_int, default=None,
                    help="MCMC sweeps of the ICP, CIBP and ECIBP fits alike (default 3000, quick 80); longer chains "
@@ -76,7 +79,7 @@ def cmd_table1(args) -> int:
     seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
                       jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
-                      margin=args.margin, resume=args.resume, pilots=args.pilots)
+                      margin=args.margin, resume=args.resume, pilots=args.pilots, scheduler=args.scheduler)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0

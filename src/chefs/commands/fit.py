@@ -62,6 +62,9 @@ def register(sub) -> None:
                    help="Gamma prior on the weights' precision, sampled (default: weights ~ N(0, 1) fixed)")
     f.add_argument("--checkpoint-every", type=positive_float, default=10.0,
                    help="seconds between checkpoints (default: 10)")
+    f.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="Dask scheduler address: run each chain as a task on that cluster (same numbers; --out on a "
+                        "file system the workers share)")
     f.add_argument("--no-progress", action="store_true")
     f.add_argument("--force", action="store_true", help="overwrite an existing run directory")
     f.add_argument("--out", required=True, help="run directory")
@@ -132,7 +135,7 @@ def cmd_fit(args) -> int:
                         inputs=_columns(args.inputs), activation_update=args.activation_update,
                         init_activations=args.init_activations,
                         num_tries=args.num_tries, structure_warmup=args.warmup,
-                        weight_prior=_pair(args.weight_prior, "--weight-prior"),
+                        weight_prior=_pair(args.weight_prior, "--weight-prior"), scheduler=args.scheduler,
                         **({} if args.margin is None else {"margin": args.margin}),
                         **({} if args.hmc_steps is None else {"hmc_steps": args.hmc_steps}),
                         **({} if args.pilots is None else {"pilots": args.pilots}),

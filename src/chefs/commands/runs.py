@@ -5,41 +5,41 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ._util import (nonneg_int, note_if_incomplete, observed_order_arg, positive_float, positive_int,
+from ._util import (actions_of, nonneg_int, note_if_incomplete, observed_order_arg, positive_float, positive_int,
                     print_chain_comparison)
 
 
 def register(sub) -> None:
-    # ``prior mcmc`` hangs under the ``prior`` parser created by commands/prior.py
-    prior = sub.choices.get("prior")
-    if prior is not None:
-        actions = [a for a in prior._actions if a.dest == "prior_command"]
-        ps = actions[0]
-        m = ps.add_parser("mcmc", help="reversible-jump MCMC on the ICP prior (no data)")
-        m.add_argument("--num-observed", type=positive_int, required=True)
-        m.add_argument("--observed-order", type=observed_order_arg, default=None,
-                       help="fix the observed orders: one value in [0, 1] for all, or one per node (comma-separated; "
-                            "'free' leaves that node's order free) (default: all free)")
-        m.add_argument("--alpha", type=positive_float, default=1.0)
-        m.add_argument("--gamma", type=positive_float, default=1.0)
-        m.add_argument("--phi", type=positive_float, default=1.0)
-        m.add_argument("--sample-hyper", action="store_true",
-                       help="sample alpha, gamma, phi under their Gamma(0.5, 0.5) priors (1/alpha for alpha)")
-        m.add_argument("--sweeps", type=positive_int, default=1000)
-        m.add_argument("--burn-in", type=nonneg_int, default=0)
-        m.add_argument("--thin", type=positive_int, default=1)
-        m.add_argument("--chains", type=positive_int, default=1)
-        m.add_argument("--seed", type=nonneg_int, default=0)
-        m.add_argument("--checkpoint-every", type=positive_float, default=5.0, help="seconds between checkpoints")
-        m.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local processes)")
-        m.add_argument("--no-progress", action="store_true")
-        m.add_argument("--force", action="store_true", help="overwrite an existing run directory")
-        m.add_argument("--out", required=True, help="run directory")
-        m.set_defaults(func=cmd_prior_mcmc)
+    # ``prior mcmc`` hangs under the ``prior`` parser created by commands/prior.py (registered first)
+    ps = actions_of(sub, "prior")
+    m = ps.add_parser("mcmc", help="reversible-jump MCMC on the ICP prior (no data)")
+    m.add_argument("--num-observed", type=positive_int, required=True)
+    m.add_argument("--observed-order", type=observed_order_arg, default=None,
+                   help="fix the observed orders: one value in [0, 1] for all, or one per node (comma-separated; "
+                        "'free' leaves that node's order free) (default: all free)")
+    m.add_argument("--alpha", type=positive_float, default=1.0)
+    m.add_argument("--gamma", type=positive_float, default=1.0)
+    m.add_argument("--phi", type=positive_float, default=1.0)
+    m.add_argument("--sample-hyper", action="store_true",
+                   help="sample alpha, gamma, phi under their Gamma(0.5, 0.5) priors (1/alpha for alpha)")
+    m.add_argument("--sweeps", type=positive_int, default=1000)
+    m.add_argument("--burn-in", type=nonneg_int, default=0)
+    m.add_argument("--thin", type=positive_int, default=1)
+    m.add_argument("--chains", type=positive_int, default=1)
+    m.add_argument("--seed", type=nonneg_int, default=0)
+    m.add_argument("--checkpoint-every", type=positive_float, default=5.0, help="seconds between checkpoints")
+    m.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local processes)")
+    m.add_argument("--no-progress", action="store_true")
+    m.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    m.add_argument("--out", required=True, help="run directory")
+    m.set_defaults(func=cmd_prior_mcmc)
+
 
     r = sub.add_parser("resume", help="continue an interrupted run where its checkpoints left off")
     r.add_argument("run")
-    r.add_argument("--scheduler", default=None)
+    r.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="Dask scheduler address: run the unfinished chains on that cluster (the run directory on a "
+                        "file system the workers share)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_resume)
 

@@ -172,6 +172,7 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
             state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model)
         store.truncate_after(0)
         _checkpoint(cdir, ckpt, state, model)
+    started_at = state.sweep  # > 0: resumed from a checkpoint (chefs resume, or a Dask task run again)
     remaining = spec["sweeps"] - state.sweep
     if stop_after is not None:
         remaining = min(remaining, int(stop_after))
@@ -196,7 +197,7 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         if state.sweep >= spec["sweeps"]:
             (cdir / "done").write_text("ok\n")
         stats = model.stats if model is not None and hasattr(model, "stats") else state.stats
-        return {"chain": index, "sweep": state.sweep, "samples": store.count(),
+        return {"chain": index, "sweep": state.sweep, "started_at": started_at, "samples": store.count(),
                 "acceptance": (stats[:, 1] / np.maximum(stats[:, 0], 1)).tolist(),
                 "proposals": stats[:, 0].astype(int).tolist()}  # 0: the move never ran (acceptance n/a)
     finally:
@@ -269,25 +270,25 @@ def _progress_enabled(progress) -> bool:
 
 
 def make_executor(workers: int, scheduler: str | None = None):
-    """A ``concurrent.futures`` executor: processes, or a Dask cluster's."""
+    """A ``concurrent.futures`` executor and its Dask client (or None): a Dask
+    cluster's (:class:`chefs.cluster.ClusterExecutor`, the scheduler reached and its
+    workers checked), else ``workers`` local processes; None for one worker or in a
+    daemonic process (a Dask worker's), which cannot start processes: the chains then
+    run one after the other."""
     if scheduler:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise ValueError("--scheduler needs dask.distributed: pip install 'indian-chefs[cluster]'") from None
-        try:
-            client = Client(scheduler)
-        except OSError as err:  # unreachable address, refused connection, timeout
-            raise ValueError(f"cannot reach the Dask scheduler at {scheduler!r}: {err}") from None
-        return client.get_executor(), client
-    if workers <= 1:
-        return None, None
+        from ..cluster import ClusterExecutor, connect
+
+        client, facts = connect(scheduler)
+        return ClusterExecutor(client, facts), client
     import multiprocessing as mp
 
-    from .._threads import limit_numba_threads, share_cores
+    if workers <= 1 or mp.current_process().daemon:
+        return None, None
+
+    from .._threads import limit_threads, share_cores
 
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                  initializer=limit_numba_threads, initargs=(share_cores(workers),)), None
+                                  initializer=limit_threads, initargs=(share_cores(workers),)), None
 
 
 def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=None, workers: int | None = None) -> list:
@@ -297,7 +298,7 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
     callable ``(sweep, state)`` called after every sweep of every chain, as in
     :func:`run_chain`; with a callable the chains run one after the other in this
     process (``benchmarks/convergence.py`` times sweeps with it)."""
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir).absolute()  # the same path on a Dask worker, whatever its working directory
     spec = load_spec(run_dir)
     todo = [c for c in range(spec["chains"]) if not (run_dir / f"chain-{c}" / "done").exists()]
     results = []
@@ -312,6 +313,10 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
         own = executor
     show = callback is None and _progress_enabled(progress)
     try:
+        from ..cluster import ClusterExecutor, check_shared_dir
+
+        if todo and isinstance(executor, ClusterExecutor):  # the chains write into the run directory
+            check_shared_dir(executor.client, run_dir, "the chains write their checkpoints and samples there")
         if executor is None:
             for c in todo:
                 bar = _bar(spec, c) if show else None
@@ -332,7 +337,7 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
                 bar.close()
     finally:
         if own is not None and hasattr(own, "shutdown"):
-            own.shutdown(wait=True)
+            own.shutdown(wait=client is None)  # Dask (after a failure or Ctrl-C): cancel the chains not started
         if client is not None:
             client.close()
     return sorted(results, key=lambda r: r["chain"])

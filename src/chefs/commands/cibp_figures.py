@@ -1,7 +1,7 @@
 """``chefs prior cibp-figures``: drawings of the CIBP (003 Figures 2 and 3) and the ECIBP.
 
-Registered last (module name ``zz_*``) so the ``prior`` parser of
-``commands/prior.py`` already exists; the sub-command hangs under it.
+Registered after ``prior`` (``chefs.commands.MODULES``): the sub-command hangs
+under the ``prior`` parser of ``commands/prior.py``.
 """
 
 from __future__ import annotations
@@ -10,17 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import nonneg_int, positive_int
+from ._util import actions_of, nonneg_int, positive_int
 
 FIG3_SETTINGS = [(0.5, 1.0), (1.0, 1.0), (1.0, 2.0), (1.5, 0.5)]
 
 
 def register(sub) -> None:
-    prior = sub.choices.get("prior")
-    if prior is None:
-        return
-    actions = [a for a in prior._actions if a.dest == "prior_command"]
-    ps = actions[0]
+    ps = actions_of(sub, "prior")
     f = ps.add_parser("cibp-figures",
                       help="003 Figure 3 (CIBP samples for four (alpha, beta)), the same for the ECIBP, and "
                            "Figure 2 (layer-width Markov chain)")
