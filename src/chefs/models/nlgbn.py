@@ -490,11 +490,25 @@ class NLGBN:
             self.U[i] = expit(self.Y[i])
 
     def resample_data(self, rng, state) -> None:
-        """Fresh observed values given everything else (pre-activation space)."""
-        for i in np.flatnonzero(state.alive & state.obs):
+        """Fresh observed values given everything else (pre-activation space): a Gibbs
+        step of the joint for Geweke and stationarity tests.
+
+        With free observed orders (causal discovery, docs/derivations.md section 3.8)
+        an observed unit can have observed parents and hidden children, and its data
+        then enter other units' conditionals. The block redrawn is therefore the
+        observed units together with every unit below one of them (a set closed under
+        descendants, so no unit outside it has a parent inside it and its conditional
+        given the rest is the ancestral draw), parents first. Observed units at
+        theta = 0 with no unit below them: the same draws as before, in slot order."""
+        alive = np.flatnonzero(state.alive)
+        block = state.obs[: state.capacity] & state.alive
+        for i in alive[np.argsort(-state.theta[alive], kind="stable")]:  # parents first
+            if not block[i]:
+                continue
             self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
             self.U[i] = expit(self.Y[i])
             for c in self.children(state, i):
+                block[c] = True  # descendants of redrawn units are redrawn too
                 self.refresh_mu(state, c)
 
     def test_functions(self, state) -> dict:
