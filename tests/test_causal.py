@@ -220,3 +220,61 @@ def test_cli_discover_bad_data(tmp_path, capsys, case):
     err = capsys.readouterr().err.strip()
     assert err.startswith("chefs: error:") and "\n" not in err, err
     assert sorted(p.name for p in run.iterdir()) == ["keep.txt"]
+
+
+# ------------------------------------------------------------- benchmark parts
+def test_sem_generator_and_truth():
+    from chefs.bench.causal import make_sem, sem_settings
+
+    D, H, N = sem_settings(3, quick=False)
+    assert 5 <= D <= 10 and H == 3 and N in (500, 1000, 2000)
+    sem = make_sem(7, 6, 2, 300)
+    assert sem.X.shape == (300, 6) and np.all(np.isfinite(sem.X)) and np.all(sem.X.std(axis=0) > 0)
+    e = sem.edges
+    assert not np.any(e & e.T) and not np.any(np.diag(sem.ancestor))
+    assert np.all(sem.ancestor >= e)                           # edges are ancestral relations
+    np.testing.assert_array_equal(sem.confounded, sem.confounded.T)
+    assert sem.confounded.sum() in (2, 4)                      # two confounders, one pair each (maybe the same)
+    np.testing.assert_array_equal(make_sem(7, 6, 2, 300).X, sem.X)   # the seed fixes everything
+
+
+def test_benchmark_metrics_on_known_inputs():
+    from chefs.bench.causal import BI, FWD, NONE, UND, _cl_graph, _marks_from, auroc, precision_recall_f1, shd
+
+    truth = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], bool)
+    est = np.array([[0, 1, 1], [0, 0, 0], [0, 0, 0]], bool)
+    p, r, f = precision_recall_f1(est, truth)
+    assert (p, r) == (0.5, 0.5) and f == pytest.approx(0.5)
+    assert auroc(truth.astype(float), truth) == 1.0 and auroc(np.zeros((3, 3)), truth) == 0.5
+    assert shd({(0, 1): FWD, (0, 2): NONE, (1, 2): UND}, {(0, 1): FWD, (0, 2): BI, (1, 2): FWD}) == 2
+    # causal-learn endpoints: G[i, j] is the mark at i (-1 tail, 1 arrow, 2 circle)
+    G = np.zeros((3, 3), int)
+    G[0, 1], G[1, 0] = -1, 1     # 0 -> 1
+    G[1, 2], G[2, 1] = 1, 1      # 1 <-> 2
+    G[0, 2], G[2, 0] = 2, 1      # 0 o-> 2
+    directed, definite, bi, und = _cl_graph(G)
+    assert directed[0, 1] and definite[0, 1] and directed[0, 2] and not definite[0, 2] and bi[1, 2] and not und.any()
+    assert _marks_from(directed, bi, und) == {(0, 1): FWD, (0, 2): FWD, (1, 2): BI}
+
+
+def test_bench_causal_icp_only_smoke(tmp_path, capsys):
+    run = tmp_path / "bench"
+    assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--out", str(run)]) == 0
+    with open(run / "causal.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 1 and rows[0]["method"] == "icp" and rows[0]["num_hidden"] == "1"
+    assert "Calibration" in (run / "causal.md").read_text() and (run / "truth-seed1.png").exists()
+    assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--out", str(run)]) == 2
+    assert main(["bench", "causal", "--quick", "--methods", "nope", "--out", str(tmp_path / "x"), "--force"]) == 2
+
+
+def test_bench_causal_skips_a_missing_peer(tmp_path, monkeypatch):
+    import chefs.bench.causal as bc
+
+    monkeypatch.setattr(bc, "peer_available", lambda name: f"{name}: package lingam is not installed")
+    said = []
+    bc.run_benchmark(tmp_path / "b", quick=True, methods=("icp", "rcd"), seeds=[0], progress=said.append)
+    assert any("skipping rcd" in s for s in said)
+    assert "skipped: rcd" in (tmp_path / "b" / "causal.md").read_text()
+    with open(tmp_path / "b" / "causal.csv", newline="") as fh:
+        assert [r["method"] for r in csv.DictReader(fh)] == ["icp"]

@@ -1,8 +1,9 @@
 """``chefs discover``: causal discovery with hidden common causes (issue 23), a thin
 layer over :class:`chefs.causal.CausalDiscovery`.
 
-Registers a top-level sub-command only, so it does not depend on the order in which
-``chefs.cli`` imports the modules of :mod:`chefs.commands`.
+``register`` adds the top-level sub-command only, so it does not depend on the order in which
+``chefs.cli`` imports the modules of :mod:`chefs.commands`; ``chefs bench causal`` is added by
+``commands/bench.py`` calling :func:`register_bench` explicitly.
 """
 
 from __future__ import annotations
@@ -97,3 +98,36 @@ def report(net, out) -> None:
     dist = s.confounder_distribution()
     print("hidden common causes (hidden units reaching >= 2 variables through hidden units): "
           + ", ".join(f"{k}: {p:.3f}" for k, p in sorted(dist.items())))
+
+
+def register_bench(bench_subparsers) -> None:
+    """``chefs bench causal`` under the ``bench`` parser's sub-commands."""
+    from ..bench.causal import METHODS
+
+    c = bench_subparsers.add_parser("causal", help="causal discovery against PC, FCI, GES, DirectLiNGAM and RCD on "
+                                                   "synthetic nonlinear SEMs with hidden confounders")
+    c.add_argument("--out", required=True, help="output directory (causal.csv, causal.md, pictures, runs/)")
+    c.add_argument("--quick", action="store_true", help="three small SEMs and short chains (a smoke run)")
+    c.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of the methods")
+    c.add_argument("--seeds", default=None, help="comma-separated SEM seeds (default: 0-9 full, 0-2 quick)")
+    c.add_argument("--force", action="store_true", help="replace an existing OUT/causal.csv")
+    c.set_defaults(func=cmd_bench_causal)
+
+
+def cmd_bench_causal(args) -> int:
+    from ..bench.causal import run_benchmark
+
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    seeds = None
+    if args.seeds is not None:
+        try:
+            seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+        except ValueError:
+            raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}") from None
+        if not seeds or min(seeds) < 0:
+            raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
+    run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force)
+    out = Path(args.out)
+    print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
+    print((out / "causal.md").read_text())
+    return 0
