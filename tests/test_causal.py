@@ -99,6 +99,37 @@ def _free_order_stationarity(D=2, replicates=600, seed=1, N=40):
     return stationarity_test(model, ChainConfig(D, None, 1.0, 1.0, 1.0), replicates, 2, rng)
 
 
+def test_data_step_unchanged_with_observed_units_at_zero():
+    """With every observed unit at theta = 0 (density estimation) the data step draws what the
+    old step (observed units in slot order) drew, number for number: the earlier Geweke and
+    stationarity results stand."""
+    import math
+
+    from scipy.special import expit
+
+    from chefs.priors.icp import ICP
+    from chefs.mcmc.state import GraphState
+
+    def old_step(model, rng, state):
+        for i in np.flatnonzero(state.alive & state.obs):
+            model.Y[i] = model.MU[i] + rng.normal(size=model.N) / math.sqrt(model.rho[i])
+            model.U[i] = expit(model.Y[i])
+            for c in model.children(state, i):
+                model.refresh_mu(state, c)
+
+    for seed in range(5):
+        g = GraphState.from_dag(ICP(1.0, 2.0, 1.0).sample(np.random.default_rng(seed), 3, observed_order=0.0))
+        models = []
+        for step in (old_step, NLGBN.resample_data):
+            rng = np.random.default_rng(seed)
+            m = NLGBN(rng.uniform(0.2, 0.8, size=(6, 3)), 16, rng)
+            m.forward(rng, g)
+            step(m, rng, g)
+            models.append(m)
+        for name in ("Y", "U", "MU"):
+            np.testing.assert_array_equal(getattr(models[0], name), getattr(models[1], name))
+
+
 @pytest.mark.parametrize("D,replicates", [(2, 600), (3, 400)])
 def test_stationarity_with_free_observed_orders(D, replicates):
     """Measured (seed 1): D = 2 max |z| 1.65 (theta_obs), D = 3 max |z| 1.57 (ancestor_01)."""
