@@ -132,15 +132,16 @@ def test_data_step_unchanged_with_observed_units_at_zero():
 
 @pytest.mark.parametrize("D,replicates", [(2, 600), (3, 400)])
 def test_stationarity_with_free_observed_orders(D, replicates):
-    """Measured (seed 1): D = 2 max |z| 1.65 (theta_obs), D = 3 max |z| 1.57 (ancestor_01)."""
+    """Measured (seed 1): D = 2 max |z| 1.58 (u_obs_mean), D = 3 max |z| 2.33 (in_degree_obs); D = 3
+    with 800 replicates, seeds 2 and 3: 1.59, 1.88."""
     zs = _free_order_stationarity(D, replicates)
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
 def test_stationarity_free_orders_control_order_move_without_prior_ratio(monkeypatch):
     """Order moves of the observed units accepted without the ICP's prior ratio (eq. 16's
-    p(G')/p(G) dropped): caught on the observed units' mean order (measured, seed 1: |z| 7.10
-    on theta_obs with these 1,000 replicates; 5.8 with 600)."""
+    p(G')/p(G) dropped): caught on the observed units' mean order (measured, seed 1: |z| 6.98
+    on theta_obs with these 1,000 replicates; 7.10 before the reversal move joined the sweep)."""
     real = nl.kern.propose_order
     monkeypatch.setattr(nl.kern, "propose_order", lambda *args: real(*args[:-1], nl.kern.PLANT_ORDER_DELTA))
     zs = _free_order_stationarity(2, 1000)
@@ -149,11 +150,65 @@ def test_stationarity_free_orders_control_order_move_without_prior_ratio(monkeyp
 
 def test_stationarity_free_orders_control_edge_pass_without_likelihood(monkeypatch):
     """The compiled edge pass (observed candidates included) without its collapsed
-    likelihood gain (measured, seed 1: |z| 15.59 on num_nodes)."""
+    likelihood gain (measured, seed 1: |z| 14.63 on num_nodes)."""
     real = nl._kern.edge_pass
     monkeypatch.setattr(nl._kern, "edge_pass", lambda *args: real(*args, 1))
     zs = _free_order_stationarity(2, 600)
     assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+def test_stationarity_free_orders_control_reversal_without_likelihood(monkeypatch):
+    """The edge-reversal move (``NLGBN.reversal_move``) with both collapsed likelihood gains
+    dropped (measured, seed 1: |z| 11.74 on num_nodes). Its other plant, the prior ratio dropped
+    (``plant=1``), is not resolved at these sizes (D = 3, 400 replicates: |z| 2.21; at D = 2 the
+    ratio is 0 whenever the two units have no other children), so it is no control here."""
+    real_gain = nl.collapsed_gain
+    real_move = nl.NLGBN.reversal_move
+
+    def planted(self, *args, **kw):
+        monkeypatch.setattr(nl, "collapsed_gain", lambda u, r, rho, v=1.0: (0.0,) + real_gain(u, r, rho, v)[1:])
+        try:
+            return real_move(self, *args, **kw)
+        finally:
+            monkeypatch.setattr(nl, "collapsed_gain", real_gain)
+
+    monkeypatch.setattr(nl.NLGBN, "reversal_move", planted)
+    zs = _free_order_stationarity(2, 600)
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+def test_reversal_move_keeps_the_bookkeeping():
+    """Many reversal moves on prior draws with free orders (both outcomes): the graph's counts
+    equal a recount, its prior equals a fresh state's, every mean equals b + W u, W is 0 off the
+    edges, and moves were accepted; with every observed order fixed it draws no random number."""
+    from chefs.mcmc.state import GraphState
+    from chefs.priors.icp import ICP
+
+    rng = np.random.default_rng(0)
+    hyper = {"alpha": 1.0, "gamma": 2.0, "phi": 1.0}
+    total = np.zeros(2, int)
+    for seed in range(120):
+        g = GraphState.from_dag(ICP(1.0, 2.0, 1.0).sample(np.random.default_rng(seed), 3, observed_order=None))
+        m = NLGBN(rng.uniform(0.2, 0.8, size=(20, 3)), 16, rng)
+        m.forward(rng, g)
+        for _ in range(5):
+            m.reversal_move(rng, g, hyper)
+        g.check()
+        assert GraphState.from_dag(g.to_dag()).log_prior(1.0, 2.0, 1.0) == pytest.approx(g.log_prior(1.0, 2.0, 1.0),
+                                                                                          abs=1e-9)
+        edge = g.Z & g.alive[:, None] & g.alive[None, :]
+        assert np.all(m.W[: g.capacity, : g.capacity][~edge] == 0)
+        for i in np.flatnonzero(g.alive):
+            pa = m.parents(g, i)
+            np.testing.assert_allclose(m.MU[i], m.b[i] + m.W[pa, i] @ m.U[pa], atol=1e-12)
+        total += m.stats[6]
+    assert total[1] > 20 and total[0] > total[1], total
+    g = GraphState.from_dag(ICP(1.0, 2.0, 1.0).sample(np.random.default_rng(1), 3, observed_order=0.0))
+    m = NLGBN(rng.uniform(0.2, 0.8, size=(20, 3)), 16, rng)
+    m.forward(rng, g)
+    state = rng.bit_generator.state
+    m.reversal_move(rng, g, hyper)
+    assert rng.bit_generator.state == state and m.stats[6, 0] == 0
 
 
 # ------------------------------------------------------------ estimator, CLI
