@@ -325,7 +325,8 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
             p, r, f = precision_recall_f1(est.ancestor, sem.ancestor)
             rows.append({"seed": seed, "num_observed": D, "num_hidden": H, "num_samples": N, "method": m,
                          "shd": shd(est.marks, truth), "num_pairs": len(truth), "anc_precision": round(p, 4),
-                         "anc_recall": round(r, 4), "anc_f1": round(f, 4), "auroc": round(auroc(est.scores, sem.edges), 4),
+                         "anc_recall": round(r, 4), "anc_f1": round(f, 4),
+                         "auroc": round(auroc(est.scores, sem.edges), 4),
                          "seconds": round(secs, 2), "note": note})
             if est.probs is not None:
                 off = ~np.eye(D, dtype=bool)
@@ -377,7 +378,8 @@ def _write(out: Path, rows, calib, skipped, quick, settings) -> None:
     lines += ["", "## Every cell", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in rows]
     lines += ["", "## Means over seeds (all SEMs / SEMs with hidden confounders)", "",
-              "| method | SHD | ancestral F1 | AUROC | SHD (H>0) | ancestral F1 (H>0) | cells |", "|---|---|---|---|---|---|---|"]
+              "| method | SHD | ancestral F1 | AUROC | SHD (H>0) | ancestral F1 (H>0) | cells |",
+              "|---|---|---|---|---|---|---|"]
     for m in METHODS:
         mine = [r for r in rows if r["method"] == m and r["shd"] != ""]
         if not mine:
