@@ -345,12 +345,13 @@ def test_benchmark_metrics_on_known_inputs():
 
 def test_bench_causal_icp_only_smoke(tmp_path, capsys):
     run = tmp_path / "bench"
-    assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--out", str(run)]) == 0
+    args = ["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--no-real", "--out", str(run)]
+    assert main(args) == 0
     with open(run / "causal.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 1 and rows[0]["method"] == "icp" and rows[0]["num_hidden"] == "1"
     assert "Calibration" in (run / "causal.md").read_text() and (run / "truth-seed1.png").exists()
-    assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--out", str(run)]) == 2
+    assert main(args) == 2
     assert main(["bench", "causal", "--quick", "--methods", "nope", "--out", str(tmp_path / "x"), "--force"]) == 2
 
 
@@ -359,8 +360,29 @@ def test_bench_causal_skips_a_missing_peer(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bc, "peer_available", lambda name: f"{name}: package lingam is not installed")
     said = []
-    bc.run_benchmark(tmp_path / "b", quick=True, methods=("icp", "rcd"), seeds=[0], progress=said.append)
+    bc.run_benchmark(tmp_path / "b", quick=True, methods=("icp", "rcd"), seeds=[0], progress=said.append, real=False)
     assert any("skipping rcd" in s for s in said)
     assert "skipped: rcd" in (tmp_path / "b" / "causal.md").read_text()
     with open(tmp_path / "b" / "causal.csv", newline="") as fh:
         assert [r["method"] for r in csv.DictReader(fh)] == ["icp"]
+
+
+def test_sachs_reader_and_its_absence(tmp_path, monkeypatch):
+    """The real data are read from the files cdt ships (first 853 rows, log) with its reference
+    graph; without cdt the benchmark says so and goes on."""
+    import chefs.bench.causal as bc
+
+    d = tmp_path / "res"
+    d.mkdir()
+    rows = np.exp(np.random.default_rng(0).normal(size=(900, 3)))
+    np.savetxt(d / "cyto_full_data.csv", rows, delimiter=",", header="A,B,C", comments="")
+    (d / "cyto_full_target.csv").write_text('"Cause","Effect"\n"A","B"\n"B","C"\n')
+    data = bc.load_sachs(d)
+    assert data.X.shape == (853, 3) and data.names == ["A", "B", "C"]
+    np.testing.assert_allclose(data.X, np.log(rows[:853]))
+    assert data.edges.sum() == 2 and data.ancestor[0, 2]
+    monkeypatch.setattr(bc, "sachs_dir", lambda: None)
+    said = []
+    bc.run_benchmark(tmp_path / "b", quick=True, methods=("icp",), seeds=[], progress=said.append)
+    assert any("skipping sachs" in t for t in said)
+    assert "pip install cdt" in (tmp_path / "b" / "causal.md").read_text()

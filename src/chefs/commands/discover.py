@@ -110,6 +110,8 @@ def register_bench(bench_subparsers) -> None:
     c.add_argument("--quick", action="store_true", help="three small SEMs and short chains (a smoke run)")
     c.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of the methods")
     c.add_argument("--seeds", default=None, help="comma-separated SEM seeds (default: 0-9 full, 0-2 quick)")
+    c.add_argument("--no-real", action="store_true",
+                   help="leave out the real data (Sachs et al. 2005, read from the cdt package when installed)")
     c.add_argument("--force", action="store_true", help="replace an existing OUT/causal.csv")
     c.set_defaults(func=cmd_bench_causal)
 
@@ -126,7 +128,7 @@ def cmd_bench_causal(args) -> int:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}") from None
         if not seeds or min(seeds) < 0:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
-    run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force)
+    run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real)
     out = Path(args.out)
     print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
     print((out / "causal.md").read_text())
