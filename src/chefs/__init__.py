@@ -5,7 +5,7 @@ from .graph import DAG, read_jsonl, write_jsonl
 from .priors.icp import ICP
 
 __version__ = "0.1.0"
-__all__ = ["DAG", "ICP", "CIBP", "ECIBP", "BeliefNetwork", "OutTree", "read_jsonl", "write_jsonl", "__version__"]
+__all__ = ["DAG", "ICP", "CIBP", "ECIBP", "BeliefNetwork", "CausalDiscovery", "OutTree", "read_jsonl", "write_jsonl", "__version__"]
 
 
 def __getattr__(name):  # lazy: keep `import chefs` light
@@ -17,6 +17,10 @@ def __getattr__(name):  # lazy: keep `import chefs` light
         from . import priors
 
         return getattr(priors, name)
+    if name == "CausalDiscovery":
+        from .causal import CausalDiscovery
+
+        return CausalDiscovery
     if name == "OutTree":
         from .outtree import OutTree
 

@@ -219,7 +219,7 @@ class BeliefNetwork:
             raise ValueError(f"inputs must be column indices in [0, {D}) leaving at least one output, got {self.inputs}")
         if self.prior != "icp" and self.inputs:
             raise ValueError("inputs at theta = 1 need the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
-        orders = [1.0 if j in self.inputs else 0.0 for j in range(D)]
+        orders = self._observed_orders(D)
         layered = self.prior != "icp"
         config = ChainConfig(D, orders, self.alpha, self.gamma, self.phi,
                              sample_hyper=("alpha", "gamma", "phi") if self.sample_hyper and not layered else (),
@@ -259,12 +259,21 @@ class BeliefNetwork:
         np.save(run / "train01.npy", self.map_.forward(X))
         np.save(run / "train.npy", X)
         (run / "unitmap.json").write_text(json.dumps({**self.map_.to_dict(), "inputs": list(self.inputs)}))
+        self._write_run_files(run)
         self.run_dir_ = Path(run)  # set before sampling: callers can tell that the run exists
         import time
 
         t0 = time.perf_counter()
         self.chain_results_ = run_chains(run, executor=executor, progress=self.progress)
         self.fit_seconds_ = time.perf_counter() - t0
+
+    def _write_run_files(self, run) -> None:
+        """Extra files a subclass writes into a fresh run directory before sampling (none here)."""
+
+    def _observed_orders(self, D: int):
+        """The observed units' order values: 0 (inputs at 1). ``chefs.causal.CausalDiscovery``
+        returns None (every order free, sampled; docs/derivations.md section 3.8)."""
+        return [1.0 if j in self.inputs else 0.0 for j in range(D)]
 
     def _initial_graph(self, D: int):
         """Starting structure: a draw from the ICP with gamma chosen so that the
@@ -282,7 +291,7 @@ class BeliefNetwork:
             return make_structure_prior({"name": self.prior}).sample(rng, D, max_nodes=20 * (D + 50))
         alpha = 1.0
         gamma = self.init_hidden / (alpha * sum(1.0 / (alpha + r) for r in range(D)))
-        orders = [1.0 if j in self.inputs else 0.0 for j in range(D)]
+        orders = self._observed_orders(D)
         return ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=orders, max_nodes=20 * (D + 50))
 
     @classmethod

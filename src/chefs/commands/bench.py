@@ -63,6 +63,9 @@ def register(sub) -> None:
     r.add_argument("--data-dir", default=None, help="read digits.csv from here instead of scikit-learn's copy")
     r.add_argument("--force", action="store_true", help="replace an existing OUT/reconstruct.csv")
     r.set_defaults(func=cmd_reconstruct)
+    from .discover import register_bench  # `bench causal` (issue 23), added here explicitly
+
+    register_bench(bs)
     b.set_defaults(func=lambda args: (b.print_help(), 2)[1])
 
 

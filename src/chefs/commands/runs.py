@@ -94,6 +94,13 @@ def cmd_resume(args) -> int:
     res = run_chains(args.run, scheduler=args.scheduler, progress=False if args.no_progress else None)
     print(f"resumed {len(res)} chain(s) of {args.run}")
     _finish(args.run, args)
+    from ..causal import is_causal_run
+
+    if is_causal_run(args.run):  # a `chefs discover` run: its summaries are rewritten from all kept samples
+        from ..causal import CausalDiscovery
+        from .discover import report
+
+        report(CausalDiscovery.load(args.run), args.run)
     return 0
 
 

@@ -47,7 +47,7 @@ ACTIVATION_UPDATES = ("slice", "mtm", "mtm+slice")
 INIT_ACTIVATIONS = ("projection", "prior")
 # rows of NLGBN.stats (proposals, acceptances); "hmc" counts transitions and
 # accepted ones
-MOVE_NAMES = ("edge", "birth_death", "order", "depth", "activations", "hmc")
+MOVE_NAMES = ("edge", "birth_death", "order", "depth", "activations", "hmc", "reversal")
 PROJECTION_SCALE = 3.0
 PROJECTION_OFFSET_SD = 0.5
 
@@ -356,6 +356,58 @@ class NLGBN:
         else:
             kern.apply_move_node(theta, alive, a, i, old)
 
+    def reversal_move(self, rng, state, hyper, plant: int = 0) -> None:
+        """Reverse an edge between two observed units with free orders and swap their order
+        values (causal discovery, docs/derivations.md section 3.8). The edge is picked uniformly
+        among the E such edges (E is unchanged by the move, and the move is its own inverse, so the
+        proposal is symmetric); the swap is a permutation of the order values (Jacobian 1); a
+        state that breaks the order along another edge is rejected. Both weights are integrated
+        out: ``log A = log p(G') - log p(G) + log gain(u_i -> k) - log gain(u_k -> i)``; on
+        acceptance W_ik is drawn from its conditional. With no such edge (every observed order
+        fixed, as in density estimation) it draws no random number. ``plant`` (tests only): 1 drops
+        the prior ratio."""
+        theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
+        cap = state.capacity
+        ok = alive & obs[:cap] & ~fixed[:cap]
+        ks, iis = np.nonzero(Z[:cap, :cap] & ok[:, None] & ok[None, :])
+        if ks.size == 0:
+            return
+        e = int(rng.integers(ks.size))
+        k, i = int(ks[e]), int(iis[e])
+        self.stats[6, 0] += 1
+        tk, ti = theta[k], theta[i]
+        # the swapped orders must keep every other edge of k and i pointing down
+        pa_i = self.parents(state, i)
+        ch_k = self.children(state, k)
+        if np.any(theta[pa_i[pa_i != k]] <= tk) or np.any(theta[ch_k[ch_k != i]] >= ti):
+            return
+        before = state.log_prior(hyper["alpha"], hyper["gamma"], hyper["phi"])
+        r_i = self.Y[i] - self.MU[i] + self.W[k, i] * self.U[k]
+        gain_old, _, _ = collapsed_gain(self.U[k], r_i, self.rho[i], self.weight_var)
+        r_k = self.Y[k] - self.MU[k]
+        gain_new, mean, var = collapsed_gain(self.U[i], r_k, self.rho[k], self.weight_var)
+
+        def swap(p, c):
+            """Edge p -> c becomes c -> p; c moves up onto p's order value (a momentary tie, which
+            apply_move_node's strict counts handle), then p moves down to c's old value."""
+            tp, tc = theta[p], theta[c]
+            kern.apply_set_edge(Z, m, npar, p, c, False)
+            kern.apply_set_edge(Z, m, npar, c, p, True)
+            kern.apply_move_node(theta, alive, a, c, tp)
+            kern.apply_move_node(theta, alive, a, p, tc)
+
+        swap(k, i)
+        after = state.log_prior(hyper["alpha"], hyper["gamma"], hyper["phi"])
+        lr = (0.0 if plant == 1 else after - before) + gain_new - gain_old
+        if math.log(rng.random()) < lr:
+            self.W[k, i] = 0.0
+            self.MU[i] = self.Y[i] - r_i
+            self.W[i, k] = mean + math.sqrt(var) * rng.normal()
+            self.MU[k] = self.Y[k] - r_k + self.W[i, k] * self.U[i]
+            self.stats[6, 1] += 1
+        else:
+            swap(i, k)  # the same involution undoes it: i -> k back to k -> i, orders back
+
     def depth_move(self, rng, state, hyper) -> None:
         state.ensure_capacity(4)
         self.match_capacity(state)
@@ -469,6 +521,7 @@ class NLGBN:
                 self.birth_death(rng, state, hyper)
             if w[2] > 0:
                 self.order_move(rng, state, hyper)
+                self.reversal_move(rng, state, hyper)  # a no-op unless observed orders are free
             if w[3] > 0:
                 self.depth_move(rng, state, hyper)
 
@@ -490,11 +543,25 @@ class NLGBN:
             self.U[i] = expit(self.Y[i])
 
     def resample_data(self, rng, state) -> None:
-        """Fresh observed values given everything else (pre-activation space)."""
-        for i in np.flatnonzero(state.alive & state.obs):
+        """Fresh observed values given everything else (pre-activation space): a Gibbs
+        step of the joint for Geweke and stationarity tests.
+
+        With free observed orders (causal discovery, docs/derivations.md section 3.8)
+        an observed unit can have observed parents and hidden children, and its data
+        then enter other units' conditionals. The block redrawn is therefore the
+        observed units together with every unit below one of them (a set closed under
+        descendants, so no unit outside it has a parent inside it and its conditional
+        given the rest is the ancestral draw), parents first. Observed units at
+        theta = 0 with no unit below them: the same draws as before, in slot order."""
+        alive = np.flatnonzero(state.alive)
+        block = state.obs[: state.capacity] & state.alive
+        for i in alive[np.argsort(-state.theta[alive], kind="stable")]:  # parents first
+            if not block[i]:
+                continue
             self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
             self.U[i] = expit(self.Y[i])
             for c in self.children(state, i):
+                block[c] = True  # descendants of redrawn units are redrawn too
                 self.refresh_mu(state, c)
 
     def test_functions(self, state) -> dict:
@@ -548,7 +615,7 @@ class NLGBN:
         with np.load(path, allow_pickle=False) as z:
             for k in self.ARRAYS:
                 setattr(self, k, np.array(z[k]))
-            if self.stats.shape[0] < len(MOVE_NAMES):  # written before the HMC row existed
+            if self.stats.shape[0] < len(MOVE_NAMES):  # written before the HMC (reversal) row existed
                 self.stats = np.vstack([self.stats, np.zeros((len(MOVE_NAMES) - self.stats.shape[0], 2), np.int64)])
             if self.hmc is not None:
                 self.hmc.from_arrays(z)

@@ -1,0 +1,370 @@
+"""Causal discovery with hidden common causes: the ICP belief network with free
+observed orders (issue 23; 002's conclusion, "nonparametric causal inference ...
+when certain relevant input variables are not observed").
+
+The model is the NLGBN of :mod:`chefs.models.nlgbn` under the ICP prior (eq. 9 of
+002, corrected; docs/derivations.md sections 1 and 3) with the observed units'
+order values *free*: each is U(0, 1) a priori and sampled by the order moves
+(eq. 16), so an observed variable can sit above another and be its parent, and
+hidden units act as latent common causes or mediators. :class:`CausalDiscovery`
+is a :class:`chefs.density.BeliefNetwork` in that mode (same run directory,
+chains, resume and diagnostics); its posterior summaries over the observed
+variables are defined on the *latent projection* of each sampled DAG
+(docs/derivations.md section 3.8)::
+
+    p_edge[i, j]       P(i -> j in the projection: an edge i -> j, or a directed
+                         path from i to j whose intermediate units are all hidden)
+    p_ancestor[i, j]   P(a directed path from i to j, through any units)
+    p_confounded[i, j] P(i <-> j in the projection: a hidden unit h with directed
+                         paths to i and to j whose intermediate units are all hidden)
+
+and the posterior of the number of hidden units that reach two or more observed
+variables through hidden units only (the latent common causes).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .density import BeliefNetwork, check_data
+
+EDGES_FILE = "edges.csv"
+SUMMARY_FILE = "causal.json"
+PICTURE_FILE = "causal.png"
+GRAPHML_FILE = "summary.graphml"
+COLUMNS_FILE = "causal-columns.json"  # (`chefs fit` writes its own columns.json)
+EDGE_COLUMNS = ("source", "target", "p_edge", "p_ancestor", "p_confounded")
+# The largest number of observed variables `chefs discover` accepts: each sweep costs
+# O(D^2 N) in the edge pass alone and the order moves mix over D! rankings; beyond it a
+# run does not finish in any reasonable budget on a small machine (docs/derivations.md 3.8).
+MAX_COLUMNS = 30
+
+
+# ------------------------------------------------------------------ relations
+def relations(sample: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Relations among the observed units of one DAG (a stored sample or ``DAG.to_dict()``).
+
+    Observed units are the nodes flagged ``observed``, in node order (data column d is
+    the d-th observed node, as :meth:`chefs.mcmc.state.GraphState.to_dag` writes them).
+
+    Returns
+    -------
+    edge : bool (D, D)
+        ``edge[i, j]``: i -> j in the latent projection (Verma & Pearl): an edge, or a
+        directed path whose intermediate nodes are all hidden.
+    ancestor : bool (D, D)
+        ``ancestor[i, j]``: a directed path from i to j (any intermediate nodes).
+    confounded : bool (D, D), symmetric, False on the diagonal
+        i <-> j in the latent projection: some hidden h has hidden-only directed paths
+        to both.
+    num_confounders : int
+        Hidden nodes with hidden-only directed paths to two or more observed nodes.
+    """
+    theta = np.asarray(sample["theta"], float)
+    observed = np.asarray(sample["observed"], bool)
+    n = theta.size
+    obs_nodes = np.flatnonzero(observed)
+    D = obs_nodes.size
+    col = np.full(n, -1)
+    col[obs_nodes] = np.arange(D)
+    children = [[] for _ in range(n)]
+    for p, c in sample["edges"]:
+        children[int(p)].append(int(c))
+    # bit masks over observed columns, children before parents (increasing theta)
+    reach = [0] * n    # observed nodes reachable by any directed path
+    hreach = [0] * n   # observed nodes reachable through hidden nodes only
+    for x in np.argsort(theta, kind="stable"):
+        r = h = 0
+        for c in children[x]:
+            if observed[c]:
+                bit = 1 << int(col[c])
+                r |= bit | reach[c]
+                h |= bit
+            else:
+                r |= reach[c]
+                h |= hreach[c]
+        reach[x], hreach[x] = r, h
+    bits = 1 << np.arange(D, dtype=object)
+
+    def row(mask):
+        return np.array([bool(mask & int(b)) for b in bits], bool)
+
+    edge = np.array([row(hreach[k]) for k in obs_nodes], bool).reshape(D, D)
+    ancestor = np.array([row(reach[k]) for k in obs_nodes], bool).reshape(D, D)
+    confounded = np.zeros((D, D), bool)
+    num_conf = 0
+    for x in np.flatnonzero(~observed):
+        m = row(hreach[x])
+        if m.sum() >= 2:
+            num_conf += 1
+            confounded |= np.outer(m, m)
+    np.fill_diagonal(confounded, False)
+    return edge, ancestor, confounded, num_conf
+
+
+@dataclass
+class CausalSummary:
+    """Posterior summaries over the observed variables (averages over kept samples).
+
+    ``p_edge``, ``p_ancestor``, ``p_confounded`` are (D, D) arrays indexed
+    [source, target] (see :func:`relations`); ``confounders`` holds the number of
+    latent common causes in each sample; ``names`` the variables' names."""
+
+    names: list
+    p_edge: np.ndarray
+    p_ancestor: np.ndarray
+    p_confounded: np.ndarray
+    confounders: np.ndarray
+    num_samples: int
+
+    @classmethod
+    def from_samples(cls, samples, names) -> "CausalSummary":
+        if not samples:
+            raise ValueError("no posterior samples to summarise")
+        D = len(names)
+        e = np.zeros((D, D))
+        a = np.zeros((D, D))
+        c = np.zeros((D, D))
+        k = []
+        for s in samples:
+            se, sa, sc, nk = relations(s)
+            if se.shape != (D, D):
+                raise ValueError(f"a sample has {se.shape[0]} observed units, the data {D} columns")
+            e += se
+            a += sa
+            c += sc
+            k.append(nk)
+        n = len(samples)
+        return cls(list(names), e / n, a / n, c / n, np.asarray(k, int), n)
+
+    def confounder_distribution(self) -> dict:
+        """Posterior probability of each number of latent common causes."""
+        vals, counts = np.unique(self.confounders, return_counts=True)
+        return {int(v): float(c) / self.num_samples for v, c in zip(vals, counts)}
+
+    def rows(self) -> list[dict]:
+        """One row per ordered pair (source != target), as in ``edges.csv``."""
+        D = len(self.names)
+        return [{"source": self.names[i], "target": self.names[j], "p_edge": float(self.p_edge[i, j]),
+                 "p_ancestor": float(self.p_ancestor[i, j]), "p_confounded": float(self.p_confounded[i, j])}
+                for i in range(D) for j in range(D) if i != j]
+
+    def write_csv(self, path) -> None:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=EDGE_COLUMNS)
+            w.writeheader()
+            for r in self.rows():
+                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+    def to_dict(self) -> dict:
+        return {"names": self.names, "num_samples": self.num_samples,
+                "confounders": self.confounder_distribution(),
+                "mean_confounders": float(self.confounders.mean())}
+
+    def graph(self, threshold: float = 0.5):
+        """The thresholded summary graph (networkx ``MultiDiGraph``): a directed edge
+        i -> j where p_edge > threshold (attribute ``kind="directed"``, ``p``), and a pair
+        of edges i -> j, j -> i with ``kind="confounded"`` where p_confounded > threshold."""
+        import networkx as nx
+
+        if not 0 <= threshold < 1:
+            raise ValueError(f"threshold must be in [0, 1), got {threshold}")
+        G = nx.MultiDiGraph()
+        for name in self.names:
+            G.add_node(str(name))
+        D = len(self.names)
+        for i in range(D):
+            for j in range(D):
+                if i == j:
+                    continue
+                if self.p_edge[i, j] > threshold:
+                    G.add_edge(str(self.names[i]), str(self.names[j]), kind="directed", p=float(self.p_edge[i, j]))
+                if self.p_confounded[i, j] > threshold:
+                    G.add_edge(str(self.names[i]), str(self.names[j]), kind="confounded",
+                               p=float(self.p_confounded[i, j]))
+        return G
+
+    def write_graphml(self, path, threshold: float = 0.5) -> None:
+        import networkx as nx
+
+        nx.write_graphml(self.graph(threshold), str(path))
+
+    def plot(self, path=None, ax=None, min_p: float = 0.05):
+        """Observed variables on a circle; directed edges with width and opacity given by
+        p_edge (those above ``min_p``), dashed two-headed edges for p_confounded."""
+        from .plots import _mpl
+
+        plt = _mpl()
+        D = len(self.names)
+        own = ax is None
+        if own:
+            fig, ax = plt.subplots(figsize=(5.5, 5.5))
+            fig.subplots_adjust(0, 0, 1, 0.9)
+        else:
+            fig = ax.figure
+        ang = np.pi / 2 - 2 * np.pi * np.arange(D) / D
+        xy = np.c_[np.cos(ang), np.sin(ang)]
+        for i in range(D):
+            for j in range(D):
+                if i == j:
+                    continue
+                p = self.p_edge[i, j]
+                if p > min_p:
+                    if p >= 0.2:
+                        mid = 0.55 * xy[i] + 0.45 * xy[j] + 0.06 * np.array([xy[j, 1] - xy[i, 1], xy[i, 0] - xy[j, 0]])
+                        ax.text(*mid, f"{p:.2f}", fontsize=7, ha="center", va="center")
+                    ax.annotate("", xy=xy[j], xytext=xy[i],
+                                arrowprops=dict(arrowstyle="-|>", lw=0.5 + 3.5 * p, alpha=0.25 + 0.75 * p,
+                                                color="black", shrinkA=16, shrinkB=16,
+                                                connectionstyle="arc3,rad=0.08"))
+                q = self.p_confounded[i, j]
+                if i < j and q > min_p:
+                    if q >= 0.2:
+                        mid = 0.5 * (xy[i] + xy[j]) * 1.25
+                        ax.text(*mid, f"{q:.2f}", fontsize=7, ha="center", va="center", color="tab:red")
+                    ax.annotate("", xy=xy[j], xytext=xy[i],
+                                arrowprops=dict(arrowstyle="<|-|>", lw=0.5 + 3.5 * q, alpha=0.25 + 0.75 * q,
+                                                color="tab:red", linestyle="--", shrinkA=16, shrinkB=16,
+                                                connectionstyle="arc3,rad=-0.35"))
+        for i in range(D):
+            ax.scatter(*xy[i], s=900, color="white", edgecolors="black", zorder=3)
+            ax.text(*xy[i], str(self.names[i]), ha="center", va="center", fontsize=8, zorder=4)
+        dist = self.confounder_distribution()
+        mode = max(dist, key=dist.get)
+        ax.set_title(f"posterior over {self.num_samples} samples: black = p(direct edge),\n"
+                     f"red dashed = p(hidden common cause); latent causes: mode {mode} (p={dist[mode]:.2f})",
+                     fontsize=8)
+        ax.set_xlim(-1.4, 1.4)
+        ax.set_ylim(-1.4, 1.4)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        if path is not None:
+            fig.savefig(path, dpi=120, bbox_inches="tight")
+            if own:
+                plt.close(fig)
+        return ax
+
+
+# ------------------------------------------------------------------ data
+def check_causal_data(X, names=None, max_columns: int = MAX_COLUMNS) -> tuple[np.ndarray, list]:
+    """Validate data for causal discovery: numeric, finite, 2 to ``max_columns`` non-constant
+    columns, at least 10 rows. Returns (X as float, column names)."""
+    X = check_data(X)
+    N, D = X.shape
+    if D < 2:
+        raise ValueError(f"causal discovery needs at least two columns (variables), got {D}")
+    if D > max_columns:
+        raise ValueError(f"{D} columns is more than a run can handle (at most {max_columns}): choose the variables "
+                         "of interest")
+    if N < 10:
+        raise ValueError(f"causal discovery needs at least 10 rows (data points), got {N}")
+    const = np.flatnonzero(np.ptp(X, axis=0) <= 0)
+    if const.size:
+        raise ValueError(f"column(s) {const.tolist()} are constant: they carry no information about causes; drop them")
+    if names is None:
+        names = [str(j) for j in range(D)]
+    names = [str(n) for n in names]
+    if len(names) != D:
+        raise ValueError(f"{len(names)} column names for {D} columns")
+    if len(set(names)) != D:
+        raise ValueError("column names must be distinct")
+    return X, names
+
+
+# ------------------------------------------------------------------ estimator
+class CausalDiscovery(BeliefNetwork):
+    """Posterior over causal structures with hidden common causes (issue 23).
+
+    A :class:`chefs.density.BeliefNetwork` whose observed units' order values are
+    free (U(0, 1) a priori under the ICP, eq. 9 of 002; moved by the order moves of
+    eq. 16), so observed variables may be parents of each other and hidden units
+    are latent causes or mediators. Every keyword of ``BeliefNetwork`` applies
+    except ``inputs`` (conditioning on inputs fixes orders). Defaults here: one pilot
+    per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
+    available but untested for this use) and margin 0.3.
+
+    After :meth:`fit`, ``summary_`` holds a :class:`CausalSummary` and the run
+    directory holds ``edges.csv``, ``causal.json`` (the confounder-count
+    posterior) and ``columns.json`` (the variables' names).
+    See docs/derivations.md section 3.8 for what is sampled and what the
+    summaries mean.
+    """
+
+    def __init__(self, *args, pilots: int = 1, threshold: float = 0.5, **kw):
+        if not 0 <= threshold < 1:
+            raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
+        self.threshold = float(threshold)
+        if kw.get("inputs"):
+            raise ValueError("causal discovery has no input columns: every observed order is free")
+        if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
+            raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
+        super().__init__(*args, pilots=pilots, **kw)
+
+    def _observed_orders(self, D: int):
+        return None  # free: U(0, 1) a priori, sampled
+
+    def _write_run_files(self, run) -> None:
+        # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
+        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_}))
+
+    def fit(self, X, names=None) -> "CausalDiscovery":
+        """Sample the posterior and write the summaries. ``names``: the columns' names
+        (default: a DataFrame's columns, else "0", "1", ...)."""
+        if names is None and hasattr(X, "columns"):
+            names = [str(c) for c in X.columns]
+        X, names = check_causal_data(X, names)
+        self.names_ = names
+        super().fit(X)
+        self._summarise()
+        return self
+
+    def _summarise(self) -> None:
+        """Summaries of the kept samples, written into the run directory (derived files,
+        rewritten in place): edges.csv, causal.json, causal.png and summary.graphml
+        (thresholded at ``self.threshold``)."""
+        self.summary_ = CausalSummary.from_samples(self.samples_, self.names_)
+        run = Path(self.run_dir_)
+        self.summary_.write_csv(run / EDGES_FILE)
+        (run / SUMMARY_FILE).write_text(json.dumps({**self.summary_.to_dict(), "threshold": self.threshold},
+                                                   indent=1))
+        self.summary_.write_graphml(run / GRAPHML_FILE, self.threshold)
+        self.summary_.plot(run / PICTURE_FILE)
+
+    @classmethod
+    def load(cls, run_dir, chains=None) -> "CausalDiscovery":
+        from .mcmc.run import load_spec
+
+        spec = load_spec(run_dir)
+        if spec.get("config", {}).get("observed_order", 0.0) is not None or \
+                not (Path(run_dir) / COLUMNS_FILE).exists():
+            raise ValueError(f"{run_dir} is not a causal-discovery run (`chefs discover` writes one)")
+        net = super().load(run_dir, chains)
+        net.names_ = json.loads((Path(run_dir) / COLUMNS_FILE).read_text())["names"]
+        net._summarise()
+        return net
+
+    # --------------------------------------------------------------- outputs
+    @property
+    def edges_(self) -> list[dict]:
+        """The rows of ``edges.csv``."""
+        return self.summary_.rows()
+
+    def plot(self, path=None, **kw):
+        return self.summary_.plot(path, **kw)
+
+    def write_graphml(self, path, threshold: float = 0.5) -> None:
+        self.summary_.write_graphml(path, threshold)
+
+
+def is_causal_run(run_dir) -> bool:
+    """Whether ``run_dir`` was written by :class:`CausalDiscovery` (``chefs discover``)."""
+    return (Path(run_dir) / COLUMNS_FILE).is_file() and (Path(run_dir) / "config.json").is_file()
+
+
+__all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS",
+           "is_causal_run"]

@@ -1,0 +1,135 @@
+"""``chefs discover``: causal discovery with hidden common causes (issue 23), a thin
+layer over :class:`chefs.causal.CausalDiscovery`.
+
+``register`` adds the top-level sub-command only, so it does not depend on the order in which
+``chefs.cli`` imports the modules of :mod:`chefs.commands`; ``chefs bench causal`` is added by
+``commands/bench.py`` calling :func:`register_bench` explicitly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._util import nonneg_int, positive_float, positive_int, print_chain_comparison
+
+
+def register(sub) -> None:
+    from ..causal import MAX_COLUMNS
+    from ..density import MARGIN
+
+    d = sub.add_parser("discover", help="posterior over causal graphs with hidden common causes (ICP belief network "
+                                        "with free observed orders)")
+    d.add_argument("--data", required=True,
+                   help="a data set name (chefs data list; all its rows) or a CSV file of numbers (a header row names "
+                        "the columns)")
+    d.add_argument("--data-dir", default=None, help="directory with the UCI/R files (default: $CHEFS_DATA)")
+    d.add_argument("--out", required=True, help="run directory")
+    d.add_argument("--chains", type=positive_int, default=2)
+    d.add_argument("--sweeps", type=positive_int, default=2000)
+    d.add_argument("--burn-in", type=nonneg_int, default=1000)
+    d.add_argument("--thin", type=positive_int, default=10)
+    d.add_argument("--seed", type=nonneg_int, default=0)
+    d.add_argument("--alpha", type=positive_float, default=1.0, help="initial alpha (sampled unless --fixed-hyper)")
+    d.add_argument("--gamma", type=positive_float, default=1.0, help="initial gamma (sampled unless --fixed-hyper)")
+    d.add_argument("--phi", type=positive_float, default=1.0, help="initial phi (sampled unless --fixed-hyper)")
+    d.add_argument("--fixed-hyper", action="store_true", help="keep alpha, gamma, phi fixed")
+    d.add_argument("--margin", type=float, default=MARGIN,
+                   help="unit-map margin: each column's range goes onto [MARGIN, 1 - MARGIN]")
+    d.add_argument("--pilots", type=positive_int, default=1, metavar="P",
+                   help="multi-start pilots per chain (docs/derivations.md 3.7)")
+    d.add_argument("--warmup", type=nonneg_int, default=None,
+                   help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
+    d.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
+    d.add_argument("--threshold", type=float, default=0.5,
+                   help="posterior probability above which an edge enters summary.graphml")
+    d.add_argument("--max-columns", type=positive_int, default=MAX_COLUMNS,
+                   help="refuse data with more columns than this")
+    d.add_argument("--checkpoint-every", type=positive_float, default=10.0, help="seconds between checkpoints")
+    d.add_argument("--no-progress", action="store_true")
+    d.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    d.set_defaults(func=cmd_discover)
+
+
+def load_columns(spec: str, data_dir=None):
+    """(X, names) of a CSV file (header names, else None) or a whole named data set."""
+    from ._util import data_column_names, load_data_spec
+
+    X = load_data_spec(spec, data_dir=data_dir)
+    return X, data_column_names(spec)
+
+
+def cmd_discover(args) -> int:
+    from ..causal import (EDGES_FILE, GRAPHML_FILE, PICTURE_FILE, SUMMARY_FILE, CausalDiscovery,
+                          check_causal_data)
+    from ..runkind import refuse_file_as_dir
+
+    out = Path(args.out)
+    refuse_file_as_dir(out)
+    if out.exists() and any(out.iterdir()) and not args.force:
+        raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it or `chefs resume {out}`")
+    if not 0 <= args.threshold < 1:
+        raise ValueError(f"--threshold must be in [0, 1), got {args.threshold}")
+    X, names = load_columns(args.data, args.data_dir)
+    X, names = check_causal_data(X, names, max_columns=args.max_columns)  # before anything is written
+    net = CausalDiscovery(sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains, seed=args.seed,
+                          alpha=args.alpha, gamma=args.gamma, phi=args.phi, sample_hyper=not args.fixed_hyper,
+                          margin=args.margin, pilots=args.pilots, structure_warmup=args.warmup,
+                          num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,
+                          progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every)
+    net.fit(X, names=names)
+    from ..mcmc.diagnostics import write_netcdf
+
+    write_netcdf(out)
+    report(net, out)
+    print(f"wrote {out / EDGES_FILE}, {out / SUMMARY_FILE}, {out / PICTURE_FILE}, {out / GRAPHML_FILE}, "
+          f"traces.nc ({net.fit_seconds_:.0f} s of sampling)")
+    print_chain_comparison(out)
+    return 0
+
+
+def report(net, out) -> None:
+    """Print the most probable relations and the confounder-count posterior."""
+    s = net.summary_
+    rows = sorted(s.rows(), key=lambda r: -max(r["p_edge"], r["p_confounded"]))
+    print(f"{out}: {len(s.names)} variables, {s.num_samples} posterior samples")
+    print(f"{'source':>12} {'target':>12} {'p_edge':>7} {'p_anc':>7} {'p_conf':>7}")
+    for r in rows[:20]:
+        print(f"{r['source']:>12} {r['target']:>12} {r['p_edge']:7.3f} {r['p_ancestor']:7.3f} {r['p_confounded']:7.3f}")
+    dist = s.confounder_distribution()
+    print("hidden common causes (hidden units reaching >= 2 variables through hidden units): "
+          + ", ".join(f"{k}: {p:.3f}" for k, p in sorted(dist.items())))
+
+
+def register_bench(bench_subparsers) -> None:
+    """``chefs bench causal`` under the ``bench`` parser's sub-commands."""
+    from ..bench.causal import METHODS
+
+    c = bench_subparsers.add_parser("causal", help="causal discovery against PC, FCI, GES, DirectLiNGAM and RCD on "
+                                                   "synthetic nonlinear SEMs with hidden confounders")
+    c.add_argument("--out", required=True, help="output directory (causal.csv, causal.md, pictures, runs/)")
+    c.add_argument("--quick", action="store_true", help="three small SEMs and short chains (a smoke run)")
+    c.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of the methods")
+    c.add_argument("--seeds", default=None, help="comma-separated SEM seeds (default: 0-9 full, 0-2 quick)")
+    c.add_argument("--no-real", action="store_true",
+                   help="leave out the real data (Sachs et al. 2005, read from the cdt package when installed)")
+    c.add_argument("--force", action="store_true", help="replace an existing OUT/causal.csv")
+    c.set_defaults(func=cmd_bench_causal)
+
+
+def cmd_bench_causal(args) -> int:
+    from ..bench.causal import run_benchmark
+
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    seeds = None
+    if args.seeds is not None:
+        try:
+            seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+        except ValueError:
+            raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}") from None
+        if not seeds or min(seeds) < 0:
+            raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
+    run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real)
+    out = Path(args.out)
+    print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
+    print((out / "causal.md").read_text())
+    return 0
