@@ -27,15 +27,9 @@ import math
 import numpy as np
 from numba import njit
 
+from ._nlgbn_kernels import _sigmoid
+
 CACHE = True
-
-
-@njit(cache=CACHE, error_model="numpy")
-def _sigmoid(x):
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
 
 
 @njit(cache=CACHE, error_model="numpy")
