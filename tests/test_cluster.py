@@ -22,6 +22,8 @@ from chefs.cli import main
 distributed = pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")  # a dependency of distributed
 
+from .conftest import shared_data_dir  # noqa: E402
+
 PRELOAD = str(Path(__file__).with_name("dask_preload.py"))
 REPO = Path(__file__).resolve().parents[1]
 
@@ -314,6 +316,7 @@ def test_a_scheduler_without_chefs_or_workers_is_refused(client, msg):
     assert str(err.value).startswith(msg) and "\n" not in str(err.value)
 
 
+@pytest.mark.skipif(not (shared_data_dir() / "geyser.csv").is_file(), reason="geyser.csv not found (set CHEFS_DATA)")
 def test_outtree_cell_on_dask_equals_local(cluster, tmp_path):
     """The out-tree's numbers depend on the number of BLAS threads (geyser's held-out
     value changed in its last digits between 1 and 2), which is 1 on a Dask worker
