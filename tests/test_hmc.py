@@ -42,7 +42,10 @@ def _model(seed=1, N=7, D=3, inputs=1, min_hidden=4):
     st = init_state(ChainConfig(D, orders), rng, g)
     m = NLGBN(rng.uniform(0.2, 0.8, size=(N, D)), st.graph.capacity, rng, rho_prior=RHO_PRIOR, weight_var=2.0,
               bias_var=1.5)
+    hid = np.flatnonzero(st.graph.alive & ~st.graph.obs)
+    m.rho[hid] = rng.gamma(*RHO_PRIOR, size=hid.size)  # not 1: the hidden units' rho scaling is then checked
     m.init_from_state(st.graph, rng)
+    assert not np.allclose(m.rho[hid], 1.0)
     return m, st.graph
 
 
@@ -173,12 +176,23 @@ def test_adaptation_freezes_after_the_burn_in():
     rng = np.random.default_rng(0)
     m.hmc = ContinuousHMC(5, adapt=30)
     steps = []
-    for _ in range(40):
+    for k in range(40):
         m.hmc.match_capacity(m.capacity)
         m.hmc.step(m, g, rng)
         steps.append(m.hmc.step_size)
+        if k == 29:
+            frozen = {key: v.copy() for key, v in m.hmc.var.items()}, m.hmc.fallback.copy()
     assert len(set(steps[29:])) == 1 and len(set(steps[:29])) > 5
     assert m.hmc.var["eps"] is not None and m.hmc._welford is None
+    for key, v in m.hmc.var.items():  # nothing moves after the freeze
+        np.testing.assert_array_equal(v, frozen[0][key])
+    np.testing.assert_array_equal(m.hmc.fallback, frozen[1])
+    # hidden slots share their group's values (relabelling hidden units changes nothing)
+    D = m.D
+    assert len(set(m.hmc.var["b"][D:])) == 1 and len(set(m.hmc.var["lr"][D:])) == 1
+    assert (m.hmc.var["eps"] == m.hmc.var["eps"][D]).all()
+    w = m.hmc.var["w"]
+    assert len(set(w[D:].ravel()) | set(w[:, D:].ravel())) == 1
     with pytest.raises(ValueError, match="num_steps"):
         ContinuousHMC(0)
     with pytest.raises(ValueError, match="target_accept"):
@@ -210,8 +224,8 @@ def test_fit_with_hmc_resumes_bit_for_bit(tmp_path):
     for f in a.iterdir():
         if f.is_file():
             shutil.copy(f, b / f.name)
-    run_chain(b, 0, stop_after=13)  # inside the mass-matrix window (sweeps 3-12 of 20) ... and after
-    run_chain(b, 0, stop_after=2)
+    run_chain(b, 0, stop_after=8)  # inside the mass-matrix window (transitions 3-11 of the 20 adapting ones)
+    run_chain(b, 0, stop_after=6)  # after the window, still adapting the step size
     run_chain(b, 0)
     ra, rb = _rows(a), _rows(b)
     assert len(ra) == 10 and ra == rb
@@ -240,10 +254,11 @@ def test_best_pilot_is_the_highest_scoring_start(tmp_path, monkeypatch):
     spec = run_mod.load_spec(out)
     config = CC.from_dict(spec["config"])
     for order in (1.0, -1.0):  # later pilots score higher, then lower
-        seen = []
+        seen, models = [], []
 
         def score(self, state, rng, order=order):
             seen.append(json.dumps(state.to_dag().to_dict()))
+            models.append(self)
             return order * len(seen)
 
         monkeypatch.setattr(NLGBN, "score_state", score)
@@ -252,6 +267,7 @@ def test_best_pilot_is_the_highest_scoring_start(tmp_path, monkeypatch):
         state, model = run_mod._best_pilot(spec, config, out, rng, 3, state, model)
         assert len(seen) == 3 and len(set(seen)) == 3
         assert json.dumps(state.graph.to_dag().to_dict()) == seen[2 if order > 0 else 0]
+        assert model is models[2 if order > 0 else 0]  # the chosen pilot's own model
         assert state.sweep == 0 and not state.stats.any() and not model.stats.any()
 
 
@@ -262,7 +278,7 @@ def test_fit_with_pilots_resumes_bit_for_bit(tmp_path):
     for f in a.iterdir():
         if f.is_file():
             shutil.copy(f, b / f.name)
-    run_chain(b, 0, stop_after=7)
+    run_chain(b, 0, stop_after=3)  # inside the HMC mass-matrix window (transitions 1-5 of the 10 adapting ones)
     run_chain(b, 0)
     assert _rows(a) == _rows(b) and len(_rows(a)) == 10
 

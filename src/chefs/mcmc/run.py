@@ -239,6 +239,7 @@ def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, stat
         for _ in sample(state, config, sweeps, model):
             pass
         score = model.score_state(state.graph, rng)
+        score = score if np.isfinite(score) else -np.inf
         if best is None or score > best[0]:
             best = (score, state, model)
     _, state, model = best

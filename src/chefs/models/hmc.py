@@ -12,12 +12,15 @@ a precise one stays precise), which is what the joint non-centred move breaks.
 
 Adaptation (warm-up only): the step size by dual averaging (Hoffman & Gelman 2014,
 algorithm 5) towards ``target_accept``, and a diagonal mass matrix from the
-positions' variances, kept per slot of the graph state (per-point for the noise
-of a unit, averaged over points); both are frozen after ``adapt`` transitions, so
-every transition after the burn-in is an exact HMC kernel with fixed settings.
-Coordinates of units born later get the median variance of their group. The
-adapted values are part of the model's checkpoint (``to_arrays`` / ``from_arrays``),
-so a resumed chain continues bit for bit.
+positions' variances over a window of the warm-up; both are frozen after
+``adapt`` transitions, so every transition after the burn-in is an exact HMC
+kernel with fixed settings. The frozen mass matrix does not depend on which slot
+a hidden unit occupies (slots are reused, so a slot says something about a unit's
+history): observed units (slots below D, fixed labels) keep their own variances;
+every hidden unit shares its group's median (per data point for the noise), and
+so does every edge with a hidden end. The adapted values are part of the model's
+checkpoint (``to_arrays`` / ``from_arrays``), so a resumed chain continues bit for
+bit.
 """
 
 from __future__ import annotations
@@ -156,7 +159,8 @@ class ContinuousHMC:
         if lo <= self.calls < hi:
             self._collect(pos, topo, hidden_slots, pidx, child, nb, model)
         if self.calls + 1 == hi and self._welford is not None:
-            self._set_mass()
+            self._set_mass(model.D)
+            self._welford = None
             self._restart_da()
         if self.calls + 1 == self.adapt:
             self.log_step = self._da[2]  # frozen: the averaged step size
@@ -171,7 +175,8 @@ class ContinuousHMC:
             if wf is not None:  # the state grew: keep what was collected
                 for g in GROUPS:
                     for a, b in zip(new[g], wf[g]):
-                        a[tuple(slice(0, s) for s in b.shape)] = b
+                        keep = tuple(slice(0, min(x, y)) for x, y in zip(a.shape, b.shape))
+                        a[keep] = b[keep]
             self._welford = wf = new
         n = topo.size
         for g, idx, x in (("eps", hidden_slots, pos[:nb].reshape(hidden_slots.size, N)), ("b", topo, pos[nb: nb + n]),
@@ -183,15 +188,34 @@ class ContinuousHMC:
             m2[idx] += d * (x - mean[idx])
             cnt[idx] = c
 
-    def _set_mass(self):
+    def _set_mass(self, D: int):
+        """Variances from the window's moments (Stan's shrinkage for short windows):
+        observed slots (< D) keep their own; hidden units and edges with a hidden end
+        share their group's median over the slots seen at least MIN_COUNT times (per
+        data point for the noise), so relabelling hidden units does not change them."""
         for gi, g in enumerate(GROUPS):
             cnt, mean, m2 = self._welford[g]
-            cnt1, v = cnt, m2 / np.maximum(cnt - 1.0, 1.0)
-            ok = cnt1 >= MIN_COUNT
-            # Stan's regularisation towards a small value for short windows
-            v = (cnt1 / (cnt1 + 5.0)) * v + 1e-3 * (5.0 / (cnt1 + 5.0))
-            self.fallback[gi] = float(np.median(v[ok])) if ok.any() else 1.0
-            self.var[g] = np.where(ok, v, self.fallback[gi])
+            v = m2 / np.maximum(cnt - 1.0, 1.0)
+            v = (cnt / (cnt + 5.0)) * v + 1e-3 * (5.0 / (cnt + 5.0))
+            ok = cnt >= MIN_COUNT
+            if g == "eps":
+                hid = ok[D:].any(axis=1)
+                per_point = np.median(v[D:][hid], axis=0) if hid.any() else np.ones(v.shape[1])
+                self.fallback[gi] = float(np.median(per_point))
+                v = np.broadcast_to(per_point, v.shape).copy()
+            elif g == "w":
+                hidden_end = np.ones(v.shape, bool)
+                hidden_end[:D, :D] = False
+                sel = ok & hidden_end
+                self.fallback[gi] = float(np.median(v[sel])) if sel.any() else 1.0
+                v = np.where(hidden_end | ~ok, self.fallback[gi], v)
+            else:
+                sel = ok[D:]
+                self.fallback[gi] = float(np.median(v[D:][sel])) if sel.any() else 1.0
+                v = v.copy()
+                v[D:] = self.fallback[gi]
+                v[:D] = np.where(ok[:D], v[:D], self.fallback[gi])
+            self.var[g] = v
 
     def match_capacity(self, cap: int) -> None:
         """Slots added to the graph state get their group's fallback variance."""
@@ -202,6 +226,8 @@ class ContinuousHMC:
             shape = (cap, cap) if g == "w" else (cap,) + v.shape[1:]
             new = np.full(shape, self.fallback[gi])
             new[tuple(slice(0, s) for s in v.shape)] = v
+            if g == "eps":  # new (hidden) slots get the hidden units' per-point variances
+                new[v.shape[0]:] = v[-1]
             self.var[g] = new
 
     # -------------------------------------------------------- checkpoint
