@@ -516,12 +516,15 @@ class NLGBN:
             return
         self.edge_pass(rng, state, hyper)
         w = np.asarray(config.weights, float)
+        # the observed units (slots below D) keep their fixed flags for the whole chain
+        reversals = w[2] > 0 and not state.fixed[: self.D].all()
         for _ in range(self.structure_moves):
             if w[1] > 0:
                 self.birth_death(rng, state, hyper)
             if w[2] > 0:
                 self.order_move(rng, state, hyper)
-                self.reversal_move(rng, state, hyper)  # a no-op unless observed orders are free
+            if reversals:
+                self.reversal_move(rng, state, hyper)
             if w[3] > 0:
                 self.depth_move(rng, state, hyper)
 
