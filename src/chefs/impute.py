@@ -51,7 +51,7 @@ def sigmoid_normal_mean(mu, sd) -> np.ndarray:
     sd <= 1.5: 32-point Gauss-Hermite quadrature in Z. Wider: the sigmoid is close
     to a step on the scale of sd, which Gauss-Hermite resolves badly (error 1e-2
     at sd = 10), so it is split as sigmoid(y) = 1[y > 0] + g(y): the step gives
-    Phi(mu / sd) exactly, and g(y) = -sign(y) sigmoid(-|y|) decays like e^-|y|,
+    Phi(mu / sd) exactly, and ``g(y) = -sign(y) sigmoid(-|y|)`` decays like ``e^-|y|``,
     E[g] = int_0^inf e^-t [N(-t; mu, sd^2) - N(t; mu, sd^2)] / (1 + e^-t) dt by
     32-point Gauss-Laguerre quadrature (docs/derivations-reconstruct.md)."""
     mu = np.asarray(mu, float)
