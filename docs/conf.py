@@ -18,7 +18,6 @@ if SRC.is_dir():  # build the docs of this checkout even when another chefs is i
     sys.path.insert(0, str(SRC))
     # the notebooks' kernels are separate processes: they find this checkout through PYTHONPATH
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p)
-os.environ.setdefault("MPLBACKEND", "Agg")
 
 import chefs  # noqa: E402
 
@@ -67,6 +66,16 @@ napoleon_numpy_docstring = True
 napoleon_google_docstring = False
 napoleon_use_rtype = False
 napoleon_use_ivar = True
+
+# --- maths ----------------------------------------------------------------------------------------
+# MathJax comes from its CDN (Sphinx's default). To read the site offline, point CHEFS_MATHJAX at a
+# local copy, e.g. Debian's libjs-mathjax:
+# CHEFS_MATHJAX='file:///usr/share/javascript/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML'
+if os.environ.get("CHEFS_MATHJAX"):
+    mathjax_path = os.environ["CHEFS_MATHJAX"]
+    if "MathJax.js" in mathjax_path:  # MathJax 2: process the maths inside MyST-NB's ignored sections too
+        mathjax3_config = None
+        mathjax2_config = {"tex2jax": {"processClass": "tex2jax_process|mathjax_process|math|output_area"}}
 
 # --- HTML --------------------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"
