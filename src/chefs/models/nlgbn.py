@@ -67,7 +67,8 @@ def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> 
 
 
 class NLGBN:
-    """NLGBN likelihood and its within-model updates on a graph state.
+    """NLGBN likelihood and its within-model updates on a graph state (003 sections 2 and 4,
+    002 section 4.1; docs/derivations.md section 3).
 
     Parameters
     ----------
