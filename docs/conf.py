@@ -38,7 +38,6 @@ extensions = [
 
 exclude_patterns = ["_build", "jupyter_execute", ".jupyter_cache", "**.ipynb_checkpoints", "README.md"]
 templates_path = ["_templates"]
-html_static_path = ["_static"]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb"}
 
 # --- MyST: the derivation notes' maths and tables ------------------------------------------------
