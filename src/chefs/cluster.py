@@ -140,6 +140,8 @@ class ClusterExecutor(cf.Executor):
         self._pool = client.get_executor()
 
     def submit(self, fn, /, *args, **kwargs):
+        """Submit ``fn(*args, **kwargs)`` through :func:`run_task`; returns a
+        :class:`concurrent.futures.Future` that the task's Dask future resolves."""
         inner = self._pool.submit(run_task, self.threads, fn, *args, **kwargs)
         outer = cf.Future()
         inner.add_done_callback(lambda f: _relay(f, outer))

@@ -51,7 +51,7 @@ def sigmoid_normal_mean(mu, sd) -> np.ndarray:
     sd <= 1.5: 32-point Gauss-Hermite quadrature in Z. Wider: the sigmoid is close
     to a step on the scale of sd, which Gauss-Hermite resolves badly (error 1e-2
     at sd = 10), so it is split as sigmoid(y) = 1[y > 0] + g(y): the step gives
-    Phi(mu / sd) exactly, and g(y) = -sign(y) sigmoid(-|y|) decays like e^-|y|,
+    Phi(mu / sd) exactly, and ``g(y) = -sign(y) sigmoid(-|y|)`` decays like ``e^-|y|``,
     E[g] = int_0^inf e^-t [N(-t; mu, sd^2) - N(t; mu, sd^2)] / (1 + e^-t) dt by
     32-point Gauss-Laguerre quadrature (docs/derivations-reconstruct.md)."""
     mu = np.asarray(mu, float)
@@ -78,7 +78,8 @@ def _activation_children(net: SampleArrays, h: int, collapsed: np.ndarray) -> np
 
 def impute_sample(sample: dict, U: np.ndarray, miss: np.ndarray, rng: np.random.Generator, num_sweeps: int,
                   burn_in: int, num_tries: int = 4, max_groups: int = 16) -> np.ndarray:
-    """Posterior-predictive mean of the missing entries under one posterior sample.
+    """Posterior-predictive mean of the missing entries under one posterior sample (the missing-data
+    experiment of 003 section 5; docs/derivations-reconstruct.md sections 3-4).
 
     ``U`` (N, D) holds the observed values in (0, 1) (entries under ``miss`` are
     ignored); returns an (N, D) array whose entries under ``miss`` are the
@@ -189,7 +190,7 @@ def predict_missing(net, X, mask, num_sweeps: int = 100, burn_in: int | None = N
     """Posterior-predictive mean of X's missing entries (``mask`` True = missing)
     under a fitted :class:`chefs.density.BeliefNetwork` ``net``; observed
     entries are returned unchanged. See :meth:`BeliefNetwork.predict_missing`;
-    ``max_groups``: see :func:`impute_sample`."""
+    ``max_groups``: see :func:`impute_sample`. 003 section 5; docs/derivations-reconstruct.md."""
     X, mask, U = _check_inputs(net, X, mask)
     num_sweeps = _int(num_sweeps, "num_sweeps", 1)
     burn_in = num_sweeps // 5 if burn_in is None else _int(burn_in, "burn_in", 0)

@@ -26,7 +26,7 @@ i <-> j as <->, o-o and --- as "undirected". DirectLiNGAM: B[j, i] != 0 is i -> 
 are <->, others as DirectLiNGAM. Ancestral relations: ICP p_ancestor > 0.5; the others the
 transitive closure of their directed edges (for FCI of its i -> j edges only; i o-> j does not
 assert ancestry). AUROC: of p_edge (ICP) or the estimated directed adjacency (others; an undirected
-edge scores 0.5 both ways; DirectLiNGAM and RCD |B|) over ordered pairs against the true directed
+edge scores 0.5 both ways; DirectLiNGAM and RCD ``|B|``) over ordered pairs against the true directed
 edges. Calibration: the ICP's p_edge, p_ancestor and p_confounded against the truth, pooled over
 pairs and seeds, in five bins of width 0.2, with counts.
 """

@@ -1,8 +1,8 @@
 """The nine density data sets of Table 1 of 002 (section 4.1) and 001 (section 3).
 
-=========== ==== ========= ==============================================
+============ ==== ========= ==============================================
 name         dim  kind      source
-=========== ==== ========= ==============================================
+============ ==== ========= ==============================================
 ring         2    synthetic generator (:mod:`chefs.datasets.synthetic`)
 two-moons    2    synthetic generator
 pinwheel     2    synthetic generator
@@ -12,7 +12,7 @@ yeast        8    file      UCI yeast, the 8 numeric features
 abalone      9    file      UCI abalone, sex ordinal (I=0, F=1, M=2) + 8 numbers
 cloud        10   file      UCI cloud, both blocks (2048 rows)
 wine         12   file      UCI wine quality, red, with ``quality``
-=========== ==== ========= ==============================================
+============ ==== ========= ==============================================
 
 Files are looked up in ``data_dir`` (``--data-dir``), then ``$CHEFS_DATA``,
 then the download cache; with ``download=True`` (or ``CHEFS_DOWNLOAD=1``) a

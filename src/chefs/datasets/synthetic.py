@@ -39,7 +39,8 @@ def _check(n: int, rng) -> None:
 
 
 def ring(n: int, rng: np.random.Generator, radius: float = 1.0, radial_sd: float = 0.1) -> np.ndarray:
-    """Points on a noisy circle.
+    """Points on a noisy circle (the ``ring`` set of Table 1 of 002, section 4.1;
+    docs/derivations-data.md section 1).
 
     Angle ``t ~ U(0, 2 pi)``, radius ``r ~ N(radius, radial_sd**2)``, point
     ``(r cos t, r sin t)``.
@@ -64,7 +65,8 @@ def ring(n: int, rng: np.random.Generator, radius: float = 1.0, radial_sd: float
 
 
 def two_moons(n: int, rng: np.random.Generator, noise_sd: float = 0.1) -> np.ndarray:
-    """Two interleaved half circles (the ``make_moons`` shape of scikit-learn).
+    """Two interleaved half circles (the ``make_moons`` shape of scikit-learn; the ``two-moons`` set of
+    Table 1 of 002, section 4.1; docs/derivations-data.md section 1).
 
     Each point picks a moon with probability 1/2 and ``t ~ U(0, pi)``; the
     upper moon is ``(cos t, sin t)``, the lower one ``(1 - cos t, 1/2 - sin t)``;
@@ -100,7 +102,8 @@ def pinwheel(
     rate: float = 0.25,
 ) -> np.ndarray:
     """The pinwheel density (as in Johnson et al. 2016, "Composing graphical
-    models with neural networks").
+    models with neural networks"; the ``pinwheel`` set of Table 1 of 002, section 4.1;
+    docs/derivations-data.md section 1).
 
     Each point picks an arm ``k`` uniformly from ``num_arms``; draws
     ``u ~ N(1, radial_sd**2)``, ``v ~ N(0, tangential_sd**2)``; and is rotated

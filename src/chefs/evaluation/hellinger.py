@@ -89,7 +89,8 @@ class HellingerEstimate:
 
 
 def scott_factor(n: int, d: int) -> float:
-    """Scott's bandwidth factor ``n**(-1/(d+4))`` (kernel covariance ``f**2 S``)."""
+    """Scott's bandwidth factor ``n**(-1/(d+4))`` (kernel covariance ``f**2 S``) of the KDEs behind
+    Table 1's Hellinger distance (docs/derivations-data.md section 4)."""
     return float(n) ** (-1.0 / (d + 4))
 
 
@@ -289,7 +290,7 @@ def _as_gaussian(mu, cov, name: str):
 
 
 def gaussian_bhattacharyya(mu1, cov1, mu2, cov2) -> float:
-    """Closed-form Bhattacharyya coefficient of two Gaussians.
+    """Closed-form Bhattacharyya coefficient of two Gaussians (docs/derivations-data.md section 4).
 
     ``BC = det(S1)^(1/4) det(S2)^(1/4) / det(S)^(1/2) * exp(-(mu1-mu2)' S^-1 (mu1-mu2) / 8)``
     with ``S = (S1 + S2) / 2``.
@@ -318,7 +319,7 @@ def gaussian_bhattacharyya(mu1, cov1, mu2, cov2) -> float:
 
 
 def gaussian_hellinger(mu1, cov1, mu2, cov2) -> float:
-    """Closed-form Hellinger distance ``sqrt(1 - BC)`` of two Gaussians.
+    """Closed-form Hellinger distance ``sqrt(1 - BC)`` of two Gaussians (docs/derivations-data.md section 4).
 
     Same normalisation as :func:`hellinger` (values in [0, 1]); see
     :func:`gaussian_bhattacharyya` for the arguments.

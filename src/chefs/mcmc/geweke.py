@@ -54,7 +54,7 @@ def _icp_draw_state(config: ChainConfig):
 def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rng: np.random.Generator,
                 sweeps_between: int = 1, batches: int = 40, plant: int = 0, draw_state=None,
                 se: str = "ess") -> dict:
-    """Run both simulators; returns {function: z-score} (|z| large = failure).
+    """Run both simulators; returns {function: z-score} (``|z|`` large = failure).
 
     ``draw_state(rng) -> GraphState`` draws a structure from the prior (default:
     the ICP of ``config`` through the chefs process). ``se``: the successive-

@@ -1,6 +1,6 @@
 """Hyperparameter updates for alpha, gamma, phi (002 section 4.1 priors).
 
-Priors (shape, rate), configurable:
+Priors (shape, rate), configurable::
 
     gamma   ~ Gamma(0.5, 0.5)
     1/alpha ~ Gamma(0.5, 0.5)

@@ -25,19 +25,20 @@ from .state import GraphState
 
 
 class RJMCMCProposal:
-    """``proposal(rng, dag) -> (new_dag, log_ratio)`` from the ICP's RJMCMC moves.
-
-    Parameters
-    ----------
-    prior : ICP
-    weights : 4 floats
-        Relative frequencies of edge flips, birth/death, order and depth moves.
+    """``proposal(rng, dag) -> (new_dag, log_ratio)`` from the ICP's RJMCMC moves
+    (docs/derivations.md section 2; eq. 9 of 002 is the target).
 
     A move that cannot be made in the current graph (no edge candidate for
     the chosen node, a death with no singleton orphan, an order or depth move
     with nothing to move) returns ``(dag, -inf)``: the chain stays where it is,
     which is what a rejection does, and reports count it as "impossible"
     rather than as an accepted move.
+
+    Parameters
+    ----------
+    prior : ICP
+    weights : 4 floats
+        Relative frequencies of edge flips, birth/death, order and depth moves.
     """
 
     name = "rjmcmc"

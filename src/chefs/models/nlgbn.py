@@ -19,7 +19,7 @@ change). One sweep (``NLGBN.sweep``):
    parents, selected by the children's likelihood (003 section 4.1),
    vectorised over data points and tries (or univariate slice sampling,
    ``activation_update="slice"``);
-2. (b_i, W_.i) jointly from their Gaussian conditional, rho_i from its Gamma
+2. ``(b_i, W_.i)`` jointly from their Gaussian conditional, rho_i from its Gamma
    conditional (003 sections 4.2-4.3);
 3. structure: an edge pass over every node with W_ki integrated out
    (collapsed Gibbs for (Z_ki, W_ki)), then a fixed number of birth/death,
@@ -67,7 +67,8 @@ def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> 
 
 
 class NLGBN:
-    """NLGBN likelihood and its within-model updates on a graph state.
+    """NLGBN likelihood and its within-model updates on a graph state (003 sections 2 and 4,
+    002 section 4.1; docs/derivations.md section 3).
 
     Parameters
     ----------

@@ -433,7 +433,8 @@ def _grouped_marginals(log_beta, log_rho, log_z, q, depth):
 
 
 def koo_matrix(B, rho_scaled, c):
-    """Laplacian ``diag(B 1) - B`` with column ``c`` replaced by ``rho_scaled``."""
+    """Laplacian ``diag(B 1) - B`` with column ``c`` replaced by ``rho_scaled`` (Tutte's directed
+    matrix-tree theorem as used in 004; docs/derivations-outtree.md section 2)."""
     L = np.diag(B.sum(axis=1)) - B
     L[:, c] = rho_scaled
     return L

@@ -79,7 +79,8 @@ ISIR_BURN_IN = 20  # i-SIR steps before the first kept point (sec. 11)
 
 @dataclass
 class Predictive:
-    """Precomputed matrix-tree quantities for fast predictive densities.
+    """Precomputed matrix-tree quantities for fast predictive densities (the predictive of 004;
+    docs/derivations-outtree.md section 6).
 
     Parameters
     ----------

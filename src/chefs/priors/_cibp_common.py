@@ -453,10 +453,10 @@ def _slice_bounded(rng, logf, x0: float, bounds) -> float:
 
 # ------------------------------------------------------------ automorphisms
 def automorphisms(graph: DAG, layer: np.ndarray | None = None) -> int:
-    """|Aut(G)|: automorphisms of the DAG that fix every observed node.
+    """``|Aut(G)|``: automorphisms of the DAG that fix every observed node.
 
     Hidden twins (same layer, same parents, same children) are interchangeable:
-    |Aut(G)| = |Aut_c(Q)| prod_c n_c!, with Q the quotient by twin classes
+    ``|Aut(G)| = |Aut_c(Q)| prod_c n_c!``, with Q the quotient by twin classes
     (n_c the class sizes) and Aut_c the automorphisms of Q that preserve the
     class sizes, counted by VF2 (networkx) on Q (§2.3).
     """

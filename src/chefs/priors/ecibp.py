@@ -30,7 +30,8 @@ __all__ = ["ECIBP", "BirthDeathToken"]
 class ECIBP(LayeredPrior):
     """The extended CIBP defined above, with per-layer ``alpha``, ``beta`` and
     top-hat hyperpriors (same parameters and methods as
-    :class:`~chefs.priors.cibp.CIBP`)."""
+    :class:`~chefs.priors.cibp.CIBP`); the baseline of Table 1 of 002, derived in
+    docs/derivations-cibp.md section 4."""
 
     skip = True
     name = "ECIBP"

@@ -1,6 +1,6 @@
 """The Indian Chefs Process prior on (DAG, orders) (002, sections 2-2.4).
 
-The ground truth is the finite model of eqs. 1-3 of 002 with K -> infinity:
+The ground truth is the finite model of eqs. 1-3 of 002 with K -> infinity::
 
     theta_k ~ U(0, 1)
     pi_k    ~ Beta(alpha*gamma/K + phi*I(k in O), alpha - alpha*gamma/K)

@@ -33,7 +33,7 @@ def _draw_stats(prior: ICP, rng, D: int, order, num: int):
 
 
 def expectations(alpha: float, gamma: float, num_observed: int, num: int, rng, observed_order=0.0) -> dict:
-    """E[K+], E[E+], E[H] with Monte Carlo standard errors."""
+    """E[K+], E[E+], E[H] with Monte Carlo standard errors (the quantities of Figure 3 of 002, section 2.3)."""
     K, E, H, _ = _draw_stats(ICP(alpha, gamma, 1.0), rng, num_observed, observed_order, num)
     se = lambda x: float(x.std(ddof=1) / math.sqrt(x.size))  # noqa: E731
     return {"K": K.mean(), "K_se": se(K), "E": E.mean(), "E_se": se(E), "H": H.mean(), "H_se": se(H)}
@@ -52,7 +52,8 @@ def _ess(logw) -> float:
 
 def calibrate_gamma(expected_nodes: float, alpha: float, num_observed: int, rng, num: int = 4000,
                     observed_order=0.0, phi: float = 1.0, max_rounds: int = MAX_ROUNDS) -> dict:
-    """The gamma with E[K+ | alpha, gamma, D] = expected_nodes.
+    """The gamma with E[K+ | alpha, gamma, D] = expected_nodes (Figure 3(a) of 002 read backwards;
+    the draws are reweighted with eq. 9 of 002, see the module docstring).
 
     Each round draws ``num`` graphs at the current gamma and solves the reweighted
     equation, but only where the importance weights keep an effective sample size
