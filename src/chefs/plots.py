@@ -10,9 +10,18 @@ from .graph import DAG
 
 
 def _mpl():
+    """pyplot, on the non-interactive Agg backend when nothing has chosen one yet.
+
+    A session that already runs pyplot, IPython/Jupyter (inline figures) or sets
+    ``MPLBACKEND`` keeps its own backend: switching it would stop the user's later
+    figures from showing. The command-line tools get Agg (files only, no display)."""
+    import os
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg", force=False)
+    if "matplotlib.pyplot" not in sys.modules and "IPython" not in sys.modules and not os.environ.get("MPLBACKEND"):
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
