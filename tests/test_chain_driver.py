@@ -47,6 +47,35 @@ def test_resume_equals_uninterrupted(tmp_path, sample_hyper):
     assert [r[0] for r in ra] == list(range(12, 61, 2))
 
 
+def test_a_stop_file_stops_the_chain_and_resume_removes_it(tmp_path, monkeypatch):
+    """RUN/stop (what run_chains writes when its client is interrupted while chains run
+    on Dask workers) makes a running chain checkpoint and return unfinished at its next
+    look; run_chains (chefs resume) removes it and the chain then runs to the same
+    samples as an uninterrupted run. Control: without the file the same chain runs on."""
+    import chefs.mcmc.run as R
+
+    monkeypatch.setattr(R, "STOP_LOOK_SECONDS", 0.0)  # look after every sweep
+    a = small_run(tmp_path / "a")
+    run_chain(a, 0)
+    b = small_run(tmp_path / "b")
+    seen = []
+
+    def stop_at_sweep_25(sweep, state):
+        seen.append(sweep)
+        if sweep == 25:
+            (Path(b) / R.STOP_FILE).write_text("stop\n")
+
+    res = run_chain(b, 0, progress=stop_at_sweep_25)
+    assert res["stopped"] and res["sweep"] == 25 and seen[-1] == 25
+    assert not (Path(b) / "chain-0" / "done").exists()
+    assert json.loads((Path(b) / "chain-0" / "checkpoint.json").read_text())["sweep"] == 25
+    out = run_chains(b, progress=False)
+    assert not (Path(b) / R.STOP_FILE).exists() and out[0]["started_at"] == 25 and not out[0]["stopped"]
+    assert rows(a) == rows(b) and (Path(b) / "chain-0" / "done").exists()
+    c = small_run(tmp_path / "c")  # the control
+    assert not run_chain(c, 0, progress=lambda sweep, state: None)["stopped"]
+
+
 def test_resume_discards_work_after_checkpoint(tmp_path):
     """Samples stored after the last checkpoint (a crash between the two writes)
     are removed on resume and regenerated identically, never duplicated."""

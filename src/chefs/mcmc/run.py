@@ -40,6 +40,10 @@ def package_versions() -> dict:
     return out
 
 
+STOP_FILE = "stop"  # RUN/stop: every running chain of the run checkpoints and returns (run_chains writes it)
+STOP_LOOK_SECONDS = 1.0  # how often a running chain looks for it
+
+
 def make_model(spec: dict | None, run_dir=None, state=None):
     """Build a model from its JSON spec: ``{"name": "null"}`` or
     ``{"name": "nlgbn", "data": "train01.npy", "num_tries": 8, ...}`` (paths
@@ -147,7 +151,11 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
 
     ``stop_after`` stops after that many sweeps in this call (tests of resume).
     ``progress`` is an optional callable(sweep, state) called after each sweep.
-    Returns a small summary dict (sweeps done, samples stored, acceptance).
+    A file ``RUN/stop`` (``STOP_FILE``, written by :func:`run_chains` when its client is
+    interrupted while chains run on Dask workers, or by a user) makes the chain
+    checkpoint and return within about ``STOP_LOOK_SECONDS``, unfinished: ``chefs
+    resume`` (which removes the file) continues it.
+    Returns a small summary dict (sweeps done, samples stored, acceptance, stopped).
     """
     run_dir = Path(run_dir)
     spec = load_spec(run_dir)
@@ -177,7 +185,9 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
     if stop_after is not None:
         remaining = min(remaining, int(stop_after))
     every = float(spec.get("checkpoint_every", 5.0))
-    last = time.monotonic()
+    last = last_look = time.monotonic()
+    stop_file = run_dir / STOP_FILE
+    stopped = False
     try:
         for st in sample(state, config, remaining, model):
             if is_kept(st.sweep, spec["burn_in"], spec["thin"]):
@@ -192,12 +202,18 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
                 store.flush()                                   # data first
                 _checkpoint(cdir, ckpt, state, model)           # counter last
                 last = now
+            if now - last_look >= STOP_LOOK_SECONDS:  # the client asked the chains to stop (Ctrl-C on a cluster)
+                last_look = now
+                if stop_file.exists():
+                    stopped = True
+                    break
         store.flush()
         _checkpoint(cdir, ckpt, state, model)
         if state.sweep >= spec["sweeps"]:
             (cdir / "done").write_text("ok\n")
         stats = model.stats if model is not None and hasattr(model, "stats") else state.stats
         return {"chain": index, "sweep": state.sweep, "started_at": started_at, "samples": store.count(),
+                "stopped": stopped,
                 "acceptance": (stats[:, 1] / np.maximum(stats[:, 0], 1)).tolist(),
                 "proposals": stats[:, 0].astype(int).tolist()}  # 0: the move never ran (acceptance n/a)
     finally:
@@ -313,6 +329,9 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
         executor, client = make_executor(n, scheduler)
         own = executor
     show = callback is None and _progress_enabled(progress)
+    stop_file = run_dir / STOP_FILE
+    if todo and stop_file.exists():  # left by an interrupted run: this one continues it
+        stop_file.unlink()
     try:
         from ..cluster import ClusterExecutor, check_shared_dir
 
@@ -328,12 +347,21 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
             futures = {executor.submit(run_chain, str(run_dir), c): c for c in todo}
             bar = _poll_bar(spec, run_dir, todo) if show else None
             pending = set(futures)
-            while pending:
-                done, pending = cf.wait(pending, timeout=1.0)
-                for f in done:
-                    results.append(f.result())
-                if bar is not None:
-                    bar.refresh_from(run_dir)
+            try:
+                while pending:
+                    done, pending = cf.wait(pending, timeout=1.0)
+                    for f in done:
+                        results.append(f.result())
+                    if bar is not None:
+                        bar.refresh_from(run_dir)
+            except BaseException:
+                # Ctrl-C or a failed chain: a chain running on a Dask worker is not interrupted with this
+                # process (it is not in its process group), so it is asked to stop through the run
+                # directory; it checkpoints and returns within about STOP_LOOK_SECONDS (local process
+                # pools get the SIGINT themselves, and their executor's shutdown waits for them)
+                if isinstance(executor, ClusterExecutor) and pending:
+                    stop_file.write_text("stop: the client was interrupted; `chefs resume` continues the run\n")
+                raise
             if bar is not None:
                 bar.close()
     finally:
