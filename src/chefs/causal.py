@@ -47,7 +47,8 @@ MAX_COLUMNS = 30
 
 # ------------------------------------------------------------------ relations
 def relations(sample: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Relations among the observed units of one DAG (a stored sample or ``DAG.to_dict()``).
+    """Relations among the observed units of one DAG (a stored sample or ``DAG.to_dict()``):
+    its latent projection, as defined in docs/derivations.md section 3.8.
 
     Observed units are the nodes flagged ``observed``, in node order (data column d is
     the d-th observed node, as :meth:`chefs.mcmc.state.GraphState.to_dag` writes them).
@@ -109,7 +110,8 @@ def relations(sample: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
 
 @dataclass
 class CausalSummary:
-    """Posterior summaries over the observed variables (averages over kept samples).
+    """Posterior summaries over the observed variables (averages over kept samples;
+    docs/derivations.md section 3.8).
 
     ``p_edge``, ``p_ancestor``, ``p_confounded`` are (D, D) arrays indexed
     [source, target] (see :func:`relations`); ``confounders`` holds the number of

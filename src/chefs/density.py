@@ -35,7 +35,7 @@ MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the d
 
 
 def check_margin(margin) -> float:
-    """A unit-map margin: a number in [MIN_MARGIN, 0.5)."""
+    """A unit-map margin: a number in [MIN_MARGIN, 0.5) (docs/derivations.md section 3.1)."""
     if isinstance(margin, bool) or not isinstance(margin, (int, float, np.integer, np.floating)) \
             or not MIN_MARGIN <= float(margin) < 0.5:
         raise ValueError(f"margin must be a number in [{MIN_MARGIN:g}, 0.5), got {margin!r}")
@@ -44,7 +44,11 @@ def check_margin(margin) -> float:
 
 @dataclass
 class UnitMap:
-    """Per-column affine map of the training range onto [margin, 1 - margin]."""
+    """Per-column affine map of the training range onto [margin, 1 - margin].
+
+    003 section 4 scales the data onto the sigmoid's whole range; the margin and
+    the Jacobian added to data-space densities are in docs/derivations.md section 3.1.
+    """
 
     lo: np.ndarray
     hi: np.ndarray
@@ -104,7 +108,8 @@ def check_data(X, num_columns: int | None = None) -> np.ndarray:
 
 
 class BeliefNetwork:
-    """ICP-structured NLGBN density estimator (fit / sample / score_samples).
+    """ICP-structured NLGBN density estimator (fit / sample / score_samples):
+    002 section 4.1, 003 sections 2 and 4; docs/derivations.md section 3.
 
     Parameters
     ----------
@@ -208,6 +213,8 @@ class BeliefNetwork:
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
+        """Sample the posterior over structures, parameters and activations given ``X``
+        (002 sections 3 and 4.1; docs/derivations.md sections 2 and 3.2)."""
         X = check_data(X)
         if self.structure_warmup >= self.sweeps:
             warnings.warn(f"structure_warmup ({self.structure_warmup}) covers all {self.sweeps} sweeps: the structure "
@@ -338,7 +345,8 @@ class BeliefNetwork:
     # ------------------------------------------------------------ use
     def sample(self, n: int, rng=None, inputs=None) -> np.ndarray:
         """Fantasy data: for each point a posterior sample is picked uniformly and one
-        point drawn from it by ancestral sampling, mapped back to data space.
+        point drawn from it by ancestral sampling, mapped back to data space (as in
+        002 section 4.1).
 
         For a conditional model (``inputs`` columns at theta = 1), pass the input
         rows (n, len(inputs)) or full rows whose input columns are used."""
@@ -371,7 +379,8 @@ class BeliefNetwork:
 
     def score_samples(self, X, rng=0, num_is: int = 64, max_samples: int = 50) -> np.ndarray:
         """Held-out log-density of each row (data space), averaged over up to
-        ``max_samples`` posterior samples (evenly spaced)."""
+        ``max_samples`` posterior samples (evenly spaced); importance sampling and
+        the unit map's Jacobian as in docs/derivations.md sections 3.1 and 3.3."""
         X = check_data(X, self.map_.lo.size)
         rng = np.random.default_rng(rng)
         U = self.map_.forward(X)

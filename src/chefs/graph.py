@@ -93,7 +93,9 @@ class DAG:
         or repeated edge; every edge goes from strictly higher to strictly lower
         theta; every hidden node has at least one child (with strictly
         decreasing theta along edges this makes every hidden node an ancestor
-        of an observed node); only observed nodes are fixed.
+        of an observed node); only observed nodes are fixed. The invariants
+        follow from the definition of the active subgraph (eqs. 1-3 of 002;
+        docs/derivations.md section 1.1).
         """
         n = self.num_nodes
         if not np.all(np.isfinite(self.theta)):
@@ -147,19 +149,20 @@ class DAG:
         return self.num_nodes - self.num_observed
 
     def out_degree(self) -> np.ndarray:
-        """m_k: number of children of each node."""
+        """m_k: number of children of each node (as defined after eq. 5 of 002)."""
         return np.bincount(self.parents, minlength=self.num_nodes)
 
     def in_degree(self) -> np.ndarray:
         return np.bincount(self.children, minlength=self.num_nodes)
 
     def num_below(self) -> np.ndarray:
-        """a_k: number of active nodes with strictly lower theta than node k."""
+        """a_k: number of active nodes with strictly lower theta than node k (as defined
+        after eq. 5 of 002)."""
         s = np.sort(self.theta)
         return np.searchsorted(s, self.theta, side="left")
 
     def adjacency(self) -> np.ndarray:
-        """Boolean adjacency matrix ``Z[k, i]`` (edge k -> i)."""
+        """Boolean adjacency matrix ``Z[k, i]`` (edge k -> i; Z_ki of eq. 3 of 002)."""
         z = np.zeros((self.num_nodes, self.num_nodes), dtype=bool)
         z[self.parents, self.children] = True
         return z

@@ -107,6 +107,7 @@ def split(X, y, num_train: int, num_test: int, seed: int):
 
 
 def bottom_half_mask(n: int) -> np.ndarray:
+    """Mask of the bottom half of every image (the missing half of 003 section 5)."""
     m = np.zeros((n, SIDE, SIDE), bool)
     m[:, SIDE // 2:, :] = True
     return m.reshape(n, SIDE * SIDE)
@@ -117,7 +118,9 @@ def rmse(pred, truth, mask) -> float:
 
 
 def reconstruct_one(prior, train, test, mask, settings, seed, run_dir, progress=None):
-    """Fit on ``train`` and fill ``test``'s masked entries; returns (filled, info)."""
+    """Fit on ``train`` and fill ``test``'s masked entries; returns (filled, info).
+    The reconstruction of 003 section 5 by Gibbs imputation (docs/derivations-reconstruct.md
+    sections 3-4)."""
     from ..density import BeliefNetwork
     from ..mcmc.run import _progress_enabled
 
@@ -146,7 +149,8 @@ def reconstruct_one(prior, train, test, mask, settings, seed, run_dir, progress=
 def run_reconstruct(out, priors=("cibp", "icp"), seed: int = 0, quick: bool = False, data_dir=None, log=print,
                     progress=None, force: bool = False, **overrides) -> Path:
     """Run the experiment; writes reconstruct.csv/.md/.png under ``out`` (an
-    existing ``out/reconstruct.csv`` is replaced only with ``force``).
+    existing ``out/reconstruct.csv`` is replaced only with ``force``). 003 section 5
+    (Figure 5a) on the 8x8 digits; docs/derivations-reconstruct.md section 6.
 
     ``overrides`` replace the FULL (or QUICK) settings: sweeps, burn_in,
     num_train, num_test, impute_sweeps, samples."""

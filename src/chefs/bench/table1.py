@@ -100,7 +100,8 @@ def fit_dpgmm(train, test, n, rng):
 def fit_outtree(train, test, n, rng, max_train, candidates=16):
     """On one BLAS thread: the out-tree's numbers change with the number of BLAS
     threads (its matrix-tree determinants are ill-conditioned), which differs between
-    a local process (all cores) and a Dask worker (1), or between machines."""
+    a local process (all cores) and a Dask worker (1), or between machines.
+    The estimator is 004's (docs/derivations-outtree.md)."""
     from threadpoolctl import threadpool_limits
 
     from ..outtree import OutTree
@@ -124,7 +125,9 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
     removed after the fit). The run is written into a fresh sibling of ``out`` and
     renamed to ``out`` when finished: two runs of one cell (a Dask task run again
     while the first still runs, after a lost client) never write into one
-    directory, and ``out`` holds only finished runs."""
+    directory, and ``out`` holds only finished runs. The model: the belief network
+    of 002 section 4.1 with the ICP, CIBP or ECIBP prior (docs/derivations.md
+    sections 3 and 3.4)."""
     import tempfile
 
     from ..density import BeliefNetwork
@@ -222,7 +225,8 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
                chains: int = 1, jobs: int | None = None, force: bool = False, sweeps=None, burn_in=None,
                thin=None, margin=None, resume: bool = False, scheduler: str | None = None, progress=None,
                pilots=None) -> Path:
-    """Run the benchmark; writes table1.csv, table1.md and figures under ``out``.
+    """Run the benchmark (Table 1 of 002, section 4.1; 001 section 3); writes table1.csv,
+    table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
     parallel processes by the chain driver, one after the other on a Dask
     worker). ``jobs`` > 1 runs the (data set, model, seed) cells in that many
@@ -598,7 +602,7 @@ def write_markdown(rows, path, datasets) -> None:
 def truth_cell(rows, ds) -> str:
     """The ``truth`` row's cell: the generator's own mean log-density per test point
     (:func:`chefs.datasets.true_heldout_loglik`) over the seeds with rows of ``ds``;
-    "—" for a data set without a known density."""
+    "—" for a data set without a known density (docs/derivations-data.md section 1.1)."""
     from ..datasets import DATASETS as SPECS, true_heldout_loglik
 
     if SPECS[ds].kind != "synthetic":
@@ -611,7 +615,7 @@ def truth_cell(rows, ds) -> str:
 
 def target_lines(rows, datasets) -> list[str]:
     """How many data sets have the ICP ahead of both CIBP and ECIBP (mean HD),
-    and its HD-to-baseline ratio no worse than the paper's ICP ratio."""
+    and its HD-to-baseline ratio no worse than the paper's ICP ratio (Table 1 of 002)."""
     def mean_hd(ds, m):
         v = [float(r["hellinger"]) for r in rows if r["dataset"] == ds and r["model"] == m]
         return float(np.mean(v)) if v else None

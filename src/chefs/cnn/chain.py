@@ -183,7 +183,8 @@ FitFn = Callable[[DAG, np.random.Generator, "dict | None"], object]
 
 
 def init_state(dag: DAG, prior: ICP, fit: FitFn, rng: np.random.Generator) -> ChainState:
-    """Train ``dag`` from scratch and wrap it as the initial chain state."""
+    """Train ``dag`` from scratch and wrap it as the initial chain state (log prior:
+    eq. 9 of 002, corrected; log evidence: eq. 21; docs/derivations-cnn.md section 4)."""
     res = fit(dag, rng, None)
     return ChainState(dag, network_key(dag), prior.log_prob(dag), float(res.log_evidence), res.weights, 0)
 
@@ -250,7 +251,8 @@ def mh_step(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, p
 def sample(rng: np.random.Generator, state: ChainState, proposal, fit: FitFn, prior: ICP,
            iterations: int, refresh: bool = False, start: int = 0,
            next_id: int | None = None) -> Iterator[tuple[ChainState, StepInfo]]:
-    """Generator of ``(state, info)`` after each MH step ``start + 1, ..., iterations``.
+    """Generator of ``(state, info)`` after each MH step ``start + 1, ..., iterations``
+    (the Metropolis-Hastings step of docs/derivations-cnn.md section 5).
 
     ``start`` and ``next_id`` continue a chain stopped after iteration
     ``start`` (a resume); by default ``next_id = state.net_id + 1``.
@@ -273,7 +275,8 @@ def _initial_graph(config: ChainConfig, rng) -> DAG:
 def run_chain(chain: int, data: Dataset, config: ChainConfig, seed, evidence_seed=None,
               proposal=None, progress: Callable[[str], None] | None = None,
               checkpoint=None, should_stop: Callable[[], bool] | None = None) -> ChainResult:
-    """Run one chain and collect its records (top-level API; runs in a worker).
+    """Run one chain and collect its records (top-level API; runs in a worker): the
+    architecture sampler of 002 section 4.2 (docs/derivations-cnn.md sections 5-7).
 
     Parameters
     ----------
@@ -419,7 +422,8 @@ def _worker(args):
 def run_chains(data: Dataset, config: ChainConfig, chains: int, seed: int, executor: str = "process",
                workers: int | None = None, on_done: Callable[[ChainResult], None] | None = None,
                scheduler: str | None = None, run_dir=None) -> list:
-    """Run ``chains`` independent chains, in parallel through ``concurrent.futures``.
+    """Run ``chains`` independent chains, in parallel through ``concurrent.futures``
+    (002 section 4.2 runs 15; seeds: docs/derivations-cnn.md section 9).
 
     Seeds: ``SeedSequence(seed).spawn(1 + chains)``; child 0 picks the fixed
     evidence subset (the same for every chain), child ``1 + c`` drives chain

@@ -40,7 +40,8 @@ STAT_NAMES = (
 
 
 def io_nodes(dag: DAG) -> tuple[int, int]:
-    """Indices ``(x, y)`` of the input node (observed, theta = 1) and the output node (observed, theta = 0).
+    """Indices ``(x, y)`` of the input node (observed, theta = 1) and the output node (observed, theta = 0)
+    (002 section 4.2; docs/derivations-cnn.md section 1).
 
     Raises ``ValueError`` unless the graph has exactly these two observed nodes.
     """
@@ -63,7 +64,8 @@ def io_nodes(dag: DAG) -> tuple[int, int]:
 
 
 def reachable_mask(dag: DAG, source: int | None = None) -> np.ndarray:
-    """Boolean mask of the nodes reachable from ``source`` (default: X), ``source`` included."""
+    """Boolean mask of the nodes reachable from ``source`` (default: X), ``source`` included.
+    Only these take part in the forward pass (002 section 4.2; docs/derivations-cnn.md section 1)."""
     if source is None:
         source, _ = io_nodes(dag)
     mask = np.zeros(dag.num_nodes, dtype=bool)
@@ -78,7 +80,8 @@ def reachable_mask(dag: DAG, source: int | None = None) -> np.ndarray:
 
 
 def network_edges(dag: DAG) -> list[tuple[int, int]]:
-    """Edges ``(parent, child)`` of the forward network: those whose parent is reachable from X."""
+    """Edges ``(parent, child)`` of the forward network: those whose parent is reachable from X
+    (002 section 4.2)."""
     mask = reachable_mask(dag)
     return [(p, c) for p, c in zip(dag.parents.tolist(), dag.children.tolist()) if mask[p]]
 
@@ -87,7 +90,8 @@ def network_key(dag: DAG) -> tuple:
     """Hashable identity of the forward network: its sorted edge keys ``(theta_parent, theta_child)``.
 
     Two graphs with the same key define the same network (same tensors, same
-    operators), whatever their unreachable nodes.
+    operators), whatever their unreachable nodes, so they share the evidence
+    (docs/derivations-cnn.md section 5).
     """
     th = dag.theta
     return tuple(sorted((float(th[p]), float(th[c])) for p, c in network_edges(dag)))

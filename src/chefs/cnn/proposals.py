@@ -205,7 +205,8 @@ class NodeBirthDeath:
 
 
 class Mixture:
-    """Pick one proposal with fixed probabilities and apply it.
+    """Pick one proposal with fixed probabilities and apply it (docs/derivations-cnn.md
+    section 6.3).
 
     Each component satisfies detailed balance on its own (its ``log_ratio`` is
     its own Hastings ratio) and the choice does not depend on the state, so
@@ -243,7 +244,8 @@ class Mixture:
 
 
 def default_proposal(icp: ICP, toggle_weight: float = 0.5) -> Mixture:
-    """Edge toggles with probability ``toggle_weight``, births/deaths otherwise."""
+    """Edge toggles with probability ``toggle_weight``, births/deaths otherwise
+    (docs/derivations-cnn.md section 6.3)."""
     if not 0.0 < float(toggle_weight) < 1.0:
         raise ValueError(f"toggle_weight must lie strictly between 0 and 1, got {toggle_weight}")
     return Mixture([(float(toggle_weight), EdgeToggle(icp)), (1.0 - float(toggle_weight), NodeBirthDeath(icp))])

@@ -74,7 +74,8 @@ class ShapeRule:
                              f"the deepest bin, more than {MAX_CHANNELS}; use fewer bins or base channels")
 
     def bin(self, theta: float) -> int:
-        """Bin index ``b(theta) = min(floor(n_bins (1 - theta)), n_bins - 1)``."""
+        """Bin index ``b(theta) = min(floor(n_bins (1 - theta)), n_bins - 1)`` (the exponent of
+        eqs. 18-19 of 002; docs/derivations-cnn.md section 2)."""
         theta = float(theta)
         if not 0.0 <= theta <= 1.0:
             raise ValueError(f"order values must lie in [0, 1], got {theta}")
@@ -96,7 +97,7 @@ class ShapeRule:
         return (-(-h // 2 ** b), -(-w // 2 ** b))
 
     def shape(self, theta: float, image_hw: tuple[int, int]) -> tuple[int, int, int]:
-        """``(channels, height, width)`` of a hidden node's tensor."""
+        """``(channels, height, width)`` of a hidden node's tensor (eqs. 18-19 of 002, rule above)."""
         return (self.channels(theta),) + self.side(theta, image_hw)
 
     def to_dict(self) -> dict:

@@ -96,7 +96,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class FitResult:
-    """Outcome of training one network: evidence, weights and cost."""
+    """Outcome of training one network: evidence (eq. 21 of 002), weights and cost."""
 
     log_evidence: float
     weights: dict
@@ -178,7 +178,8 @@ class Evaluator:
                              rng=rng, init=init, new_edge_init=self.config.new_edge_init, device=self.device)
 
     def train(self, net, steps: int, rng: np.random.Generator, monitor=None):
-        """Run ``steps`` Adam steps on random minibatches (epochs of a seeded permutation).
+        """Run ``steps`` Adam steps on random minibatches (epochs of a seeded permutation):
+        the optimiser of eq. 21 of 002 (docs/derivations-cnn.md section 4).
 
         ``monitor(step, net)`` is called after every step when given; if it
         returns True training stops early. Returns the number of steps run.

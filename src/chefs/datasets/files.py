@@ -184,7 +184,8 @@ def _bad(path, what: str) -> ValueError:
 
 
 def parse_geyser(path) -> np.ndarray:
-    """MASS ``geyser`` as exported by Rdatasets: keep ``waiting`` and ``duration``.
+    """MASS ``geyser`` as exported by Rdatasets: keep ``waiting`` and ``duration``
+    (2 columns, as in Table 1 of 002; docs/derivations-data.md section 1).
 
     Returns
     -------
@@ -208,7 +209,8 @@ def parse_geyser(path) -> np.ndarray:
 
 def parse_yeast(path) -> np.ndarray:
     """UCI yeast: the 8 numeric features (mcg, gvh, alm, mit, erl, pox, vac, nuc);
-    the sequence name and the class are dropped.
+    the sequence name and the class are dropped (8 columns, as in Table 1 of 002;
+    docs/derivations-data.md section 1).
 
     Returns
     -------
@@ -231,7 +233,8 @@ def parse_yeast(path) -> np.ndarray:
 def parse_abalone(path) -> np.ndarray:
     """UCI abalone: sex coded as one ordinal column (I=0, F=1, M=2), then the 8
     numbers (length, diameter, height, whole, shucked, viscera and shell
-    weights, rings).
+    weights, rings): 9 columns, as in Table 1 of 002 (docs/derivations-data.md
+    section 1).
 
     Returns
     -------
@@ -258,7 +261,8 @@ _CLOUD_ROW = re.compile(r"^ +-?[0-9]")
 
 def parse_cloud(path) -> np.ndarray:
     """UCI cloud: both data blocks (DB #1 and DB #2, 1024 rows each) of the raw
-    file, i.e. every line that starts with spaces then a number.
+    file, i.e. every line that starts with spaces then a number (10 columns, as in
+    Table 1 of 002; docs/derivations-data.md section 1).
 
     Returns
     -------
@@ -279,7 +283,8 @@ def parse_cloud(path) -> np.ndarray:
 
 
 def parse_wine(path) -> np.ndarray:
-    """UCI wine quality, red: the 11 physico-chemical columns and ``quality``.
+    """UCI wine quality, red: the 11 physico-chemical columns and ``quality`` (12 columns,
+    as in Table 1 of 002; docs/derivations-data.md section 1).
 
     Returns
     -------

@@ -20,7 +20,8 @@ __all__ = ["discrete_steps", "dequantize"]
 
 
 def discrete_steps(x: np.ndarray) -> np.ndarray:
-    """Step ``h`` of each discrete column (0 for continuous ones).
+    """Step ``h`` of each discrete column (0 for continuous ones; docs/derivations-data.md
+    section 2).
 
     Parameters
     ----------
@@ -45,7 +46,8 @@ def discrete_steps(x: np.ndarray) -> np.ndarray:
 
 
 def dequantize(x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Add ``U(-h/2, h/2)`` noise to the discrete columns of ``x``.
+    """Add ``U(-h/2, h/2)`` noise to the discrete columns of ``x`` (docs/derivations-data.md
+    section 2).
 
     Parameters
     ----------

@@ -61,7 +61,8 @@ _CHUNK_ELEMENTS = 4_000_000  # kernel evaluations held in memory at once
 
 @dataclass(frozen=True)
 class HellingerEstimate:
-    """Result of :func:`hellinger_estimate`.
+    """Result of :func:`hellinger_estimate` (the Hellinger distance of Table 1 of 001/002;
+    docs/derivations-data.md section 4).
 
     Attributes
     ----------

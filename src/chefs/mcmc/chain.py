@@ -32,7 +32,8 @@ from .state import GraphState
 
 
 class NullModel:
-    """Likelihood 1: the chain samples the ICP prior."""
+    """Likelihood 1: the chain samples the ICP prior (eq. 9 of 002, corrected;
+    docs/derivations.md sections 1.3 and 2)."""
 
     is_null = True
 
@@ -125,7 +126,7 @@ class ChainConfig:
         return cls(**d)
 
     def initial_graph(self, rng: np.random.Generator) -> DAG:
-        """Observed nodes only, no edges: free orders drawn from U(0, 1)."""
+        """Observed nodes only, no edges: free orders drawn from U(0, 1) (eq. 1 of 002)."""
         th = np.where(np.isnan(self.orders), rng.random(self.orders.size), self.orders)
         return DAG(th, np.ones(th.size, bool), fixed=~np.isnan(self.orders))
 
@@ -246,6 +247,10 @@ def _model_moves(state: ChainState, model, weights: np.ndarray, num_steps: int, 
 
 def sweep(state: ChainState, config: ChainConfig, model=None, plant: int = 0) -> ChainState:
     """One sweep in place: ``moves_per_sweep`` structure moves, then the sampled hyperparameters.
+
+    The moves are those of 002 section 3 (eqs. 13-16) plus depth moves, as re-derived in
+    docs/derivations.md sections 2.2-2.5; a fixed number per sweep (section 2.7); the
+    hyperparameter updates of section 2.6.
 
     If the model has ``update(rng, graph_state)`` (its own within-model
     updates: parameters, latent variables), it runs once per sweep. During the

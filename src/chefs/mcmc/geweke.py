@@ -56,6 +56,8 @@ def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rn
                 se: str = "ess") -> dict:
     """Run both simulators; returns {function: z-score} (``|z|`` large = failure).
 
+    Geweke (2004); the checks of docs/derivations.md sections 2.8 and 3.3.
+
     ``draw_state(rng) -> GraphState`` draws a structure from the prior (default:
     the ICP of ``config`` through the chefs process). ``se``: the successive-
     conditional chain's standard error from its effective sample size ("ess",
@@ -99,7 +101,8 @@ def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rn
 
 def stationarity_test(model, config: ChainConfig, num_replicates: int, num_sweeps: int, rng: np.random.Generator,
                       plant: int = 0, draw_state=None) -> dict:
-    """Joint-draw stationarity test; returns {function: z-score}.
+    """Joint-draw stationarity test; returns {function: z-score} (docs/derivations.md
+    section 3.3).
 
     Each replicate draws (G, v, y) from the joint (marginal-conditional), then
     applies ``num_sweeps`` successive-conditional steps (a posterior sweep, then

@@ -24,7 +24,10 @@ HYPER_NAMES = ("alpha", "gamma", "phi")
 
 @dataclass(frozen=True)
 class HyperPriors:
-    """Shape and rate of the Gamma priors on gamma, 1/alpha and phi."""
+    """Shape and rate of the Gamma priors on gamma, 1/alpha and phi.
+
+    Defaults: the Gamma(0.5, 0.5) priors of 002 section 4.1.
+    """
 
     gamma_shape: float = 0.5
     gamma_rate: float = 0.5
@@ -39,7 +42,8 @@ class HyperPriors:
                 raise ValueError(f"hyperprior {k} must be a positive number, got {v!r}")
 
     def log_density_log_scale(self, name: str, x: float) -> float:
-        """log prior density of log(x) (prior of x times the Jacobian x)."""
+        """log prior density of log(x) (prior of x times the Jacobian x;
+        docs/derivations.md section 2.6)."""
         if name == "gamma":
             return self.gamma_shape * math.log(x) - self.gamma_rate * x
         if name == "phi":
@@ -58,7 +62,8 @@ class HyperPriors:
 
 
 def slice_sample_log(rng: np.random.Generator, logf, x0: float, width: float = 1.0, max_steps: int = 50) -> float:
-    """One slice-sampling update of y = log(x) for the log-density ``logf(y)``."""
+    """One slice-sampling update of y = log(x) for the log-density ``logf(y)``
+    (Neal 2003, stepping out; docs/derivations.md section 2.6)."""
     y0 = math.log(x0)
     f0 = logf(y0)
     level = f0 + math.log(rng.random())
@@ -83,7 +88,12 @@ def slice_sample_log(rng: np.random.Generator, logf, x0: float, width: float = 1
 
 
 def update_hyper(rng: np.random.Generator, state, hyper: dict, priors: HyperPriors, names) -> dict:
-    """Update the hyperparameters listed in ``names`` given the graph state."""
+    """Update the hyperparameters listed in ``names`` given the graph state.
+
+    gamma by Gibbs from ``Gamma(a + H, b + alpha S)``, alpha and phi by slice
+    sampling on the log scale, with eq. 9 of 002 as the likelihood
+    (docs/derivations.md section 2.6).
+    """
     hyper = dict(hyper)
     if "gamma" in names:
         S = state.interval_sum(hyper["alpha"])

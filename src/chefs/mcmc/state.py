@@ -14,7 +14,8 @@ from . import _kernels as kern
 
 
 class GraphState:
-    """An ICP active subgraph in fixed-capacity arrays.
+    """An ICP active subgraph in fixed-capacity arrays (the bookkeeping of
+    docs/derivations.md section 2: ``m_k``, ``a_k`` as in eq. 5 of 002).
 
     Attributes (arrays of length ``capacity``): ``theta``, ``obs``, ``fixed``,
     ``alive``, ``tie``, ``m`` (children), ``npar`` (parents), ``a`` (active
@@ -126,10 +127,13 @@ class GraphState:
         return g.canonical()
 
     def log_prior(self, alpha: float, gamma: float, phi: float) -> float:
+        """log p(G, theta_A): eq. 9 of 002, corrected (docs/derivations.md section 1.3)."""
         return float(kern.log_prior_full(self.theta, self.obs, self.alive, self.m, self.a, self.tie,
                                          alpha, gamma, phi))
 
     def interval_sum(self, alpha: float) -> float:
+        """S = sum_r (1 - theta_r) / (alpha + r - 1), the interval term of eq. 9 of 002
+        (docs/derivations.md section 1.3)."""
         return float(kern.interval_sum(self.theta, self.alive, self.a, self.tie, alpha))
 
     def num_hidden(self) -> int:

@@ -41,7 +41,8 @@ GROUPS = ("eps", "b", "lr", "w")
 
 
 class ContinuousHMC:
-    """Joint HMC transition of (hidden noise, biases, log precisions, weights).
+    """Joint HMC transition of (hidden noise, biases, log precisions, weights)
+    (002's future work, section 5; docs/derivations.md section 3.6).
 
     Parameters
     ----------
@@ -111,7 +112,8 @@ class ContinuousHMC:
 
     # -------------------------------------------------------- transition
     def step(self, model, state, rng) -> tuple[bool, float]:
-        """One HMC transition in place; returns (accepted, acceptance probability)."""
+        """One HMC transition in place; returns (accepted, acceptance probability).
+        Target and gradient: docs/derivations.md section 3.6."""
         topo, pptr, pidx, child, eoff, nb, q0 = self.layout(model, state)
         if topo.size == 0:
             return True, 1.0

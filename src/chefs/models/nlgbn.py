@@ -59,6 +59,8 @@ def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> 
 
     log [int N(r; W u, 1/rho) N(W; 0, v) dW / N(r; 0, 1/rho)]
         = -0.5 log(1 + v s) + 0.5 v t^2 / (1 + v s),  s = rho u.u,  t = rho u.r
+
+    Derivation: docs/derivations.md section 3.2 ("Edges, collapsed").
     """
     s = rho * float(u @ u)
     t = rho * float(u @ r)
@@ -178,7 +180,8 @@ class NLGBN:
     def init_from_state(self, state, rng) -> None:
         """Draw missing hidden activations/parameters from the prior, ancestrally;
         with ``init_activations="projection"`` the hidden activations then start
-        at data features (:meth:`project_activations`)."""
+        at data features (:meth:`project_activations`). Priors of 002 section 4.1;
+        the start: docs/derivations.md section 3.5."""
         self.match_capacity(state)
         order = np.argsort(state.theta[: state.capacity] + np.where(state.alive, 0.0, 10.0))[::-1]
         for i in order:
@@ -230,7 +233,11 @@ class NLGBN:
         return 0.5 * self.N * (math.log(self.rho[i]) - LOG_2PI) - 0.5 * self.rho[i] * float(r @ r)
 
     def log_likelihood(self, state) -> float:
-        """log p(observed data | structure, parameters, hidden activations), in (0, 1) units."""
+        """log p(observed data | structure, parameters, hidden activations), in (0, 1) units.
+
+        The NLGBN unit density of 003 section 2 (002 section 4.1) with the logistic
+        sigmoid (docs/derivations.md section 3.1).
+        """
         return float(sum(self.node_loglik(i) for i in range(self.D)) + self.jacobian.sum())
 
     # -------------------------------------------------------- activations
@@ -239,7 +246,8 @@ class NLGBN:
         multiple-try Metropolis with tries from the prior given the parents
         (``"mtm"``, the default), univariate slice sampling of the full
         conditional (``"slice"``), or both in turn. ``plant`` (tests only): a planted
-        error in the slice sampler's conditional (the prior mean shifted)."""
+        error in the slice sampler's conditional (the prior mean shifted).
+        003 section 4.1; docs/derivations.md section 3.2."""
         hidden = np.flatnonzero(state.alive & ~state.obs)
         if self.activation_update == "mtm":  # all units in one parallel region (same numbers as unit by unit)
             J = self.num_tries
@@ -271,6 +279,8 @@ class NLGBN:
 
     # ---------------------------------------------------------- parameters
     def update_parameters(self, rng, state, priors) -> None:
+        """Gibbs updates of ``(b_i, W_.i)`` jointly and of ``rho_i`` for every alive unit
+        (003 sections 4.2-4.3; docs/derivations.md section 3.2)."""
         for i in np.flatnonzero(state.alive):
             pa = self.parents(state, i)
             X = np.vstack([np.ones(self.N), self.U[pa]])  # (1 + p, N)
@@ -304,12 +314,18 @@ class NLGBN:
         self.U[h] = expit(self.Y[h])
 
     def edge_pass(self, rng, state, hyper) -> None:
-        """Collapsed Gibbs of (Z_ki, W_ki) over every node and candidate parent (numba kernel)."""
+        """Collapsed Gibbs of (Z_ki, W_ki) over every node and candidate parent (numba kernel).
+
+        Prior conditional: eq. 13 of 002; with the collapsed likelihood gain of
+        docs/derivations.md section 3.2 (section 2.2 for the prior side).
+        """
         theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
         _kern.edge_pass(rng, theta, obs, alive, Z, m, npar, a, self.W, self.Y, self.U, self.MU, self.rho,
                         hyper["alpha"], hyper["phi"], self.weight_var, self.stats)
 
     def birth_death(self, rng, state, hyper) -> None:
+        """Birth or death of a singleton-orphan hidden parent (eqs. 14-15 of 002, re-derived:
+        docs/derivations.md sections 2.3 and 3.2)."""
         state.ensure_capacity(4)
         self.match_capacity(state)
         theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
@@ -346,6 +362,8 @@ class NLGBN:
                 undo()
 
     def order_move(self, rng, state, hyper) -> None:
+        """Metropolis-Hastings move of one order value (eq. 16 of 002; docs/derivations.md
+        sections 2.4 and 3.2: the likelihood does not involve the orders)."""
         theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
         ok, lr, i, old = kern.propose_order(rng, theta, obs, fixed, alive, tie, Z, m, a,
                                             hyper["alpha"], hyper["gamma"], hyper["phi"], 0)
@@ -410,6 +428,8 @@ class NLGBN:
             swap(i, k)  # the same involution undoes it: i -> k back to k -> i, orders back
 
     def depth_move(self, rng, state, hyper) -> None:
+        """Insert or remove a hidden unit on an edge (the "increase depth" move of 002's
+        future work, section 5; docs/derivations.md sections 2.5 and 3.2)."""
         state.ensure_capacity(4)
         self.match_capacity(state)
         theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
@@ -446,7 +466,8 @@ class NLGBN:
 
     # ------------------------------------------- other structure priors
     def edge_pass_prior(self, rng, state) -> None:
-        """Collapsed edge Gibbs with the conditionals of ``structure_prior``."""
+        """Collapsed edge Gibbs with the conditionals of ``structure_prior`` (CIBP/ECIBP:
+        docs/derivations.md section 3.4, docs/derivations-cibp.md sections 2.4 and 4.3)."""
         prior = self.structure_prior
         for i in np.flatnonzero(state.alive).tolist():
             changed = False
@@ -470,6 +491,8 @@ class NLGBN:
             self.stats[0, 1] += int(changed)
 
     def birth_death_prior(self, rng, state) -> None:
+        """Birth/death of a parentless singleton unit under ``structure_prior``
+        (docs/derivations-cibp.md sections 3 and 4.3; docs/derivations.md section 3.4)."""
         prior = self.structure_prior
         state.ensure_capacity(4)
         self.match_capacity(state)
@@ -479,7 +502,8 @@ class NLGBN:
             self._accept_birth_death(rng, state, kind, lr, h, tok.child, lambda: prior.undo(state, tok))
 
     def update_within(self, rng, state) -> None:
-        """Activations and parameters for a fixed structure (steps 1-2 of a sweep)."""
+        """Activations and parameters for a fixed structure (steps 1-2 of a sweep;
+        003 sections 4.1-4.3, docs/derivations.md sections 3.2 and 3.6)."""
         self.match_capacity(state)
         self.update_activations(rng, state)
         self.update_parameters(rng, state, self.rho_prior)
@@ -498,7 +522,8 @@ class NLGBN:
 
     def update_weight_var(self, rng, state, prior=None) -> None:
         """Gibbs update of the weights' common variance under its Gamma prior on
-        the precision (no-op when ``weight_prior`` is None)."""
+        the precision (no-op when ``weight_prior`` is None). A simplification of the
+        normal-gamma hyperprior of 003 section 3.4 (docs/derivations.md section 3.3)."""
         prior = prior or self.weight_prior
         if prior is None:
             return
@@ -506,7 +531,7 @@ class NLGBN:
         self.weight_var = 1.0 / rng.gamma(prior[0] + 0.5 * w.size, 1.0 / (prior[1] + 0.5 * float(w @ w)))
 
     def sweep(self, rng, state, config, hyper) -> None:
-        """One full sweep (see the module docstring)."""
+        """One full sweep (see the module docstring; docs/derivations.md section 3.2)."""
         self.update_within(rng, state)
         if self.structure_prior is not None:
             self.edge_pass_prior(rng, state)
@@ -532,7 +557,8 @@ class NLGBN:
     # ------------------------------------------------ forward simulation
     def forward(self, rng, state) -> None:
         """Draw every parameter, activation and the data from the model given the
-        structure (ancestrally): the marginal-conditional side of a Geweke test."""
+        structure (ancestrally): the marginal-conditional side of a Geweke test
+        (docs/derivations.md section 3.3)."""
         self.match_capacity(state)
         self.W[:] = 0.0
         if self.weight_prior is not None:
@@ -584,7 +610,8 @@ class NLGBN:
     def score_state(self, state, rng, num_is: int = 32, max_points: int = 1000) -> float:
         """Mean log-likelihood per training point of the current structure and parameters,
         by importance sampling from the hidden units' prior (``log_density_unit``; at most
-        ``max_points`` points, evenly spaced). Compares chains' start states."""
+        ``max_points`` points, evenly spaced). Compares chains' start states
+        (docs/derivations.md section 3.7)."""
         from .predictive import log_density_unit
 
         rec = state.to_dag().to_dict()

@@ -49,7 +49,11 @@ def sample_arrays(sample: dict) -> SampleArrays:
 
 def ancestral(sample: dict, num: int, rng, given: dict | None = None):
     """Ancestral draws of all units (num points); returns U (n_nodes, num).
-    ``given`` maps node index -> fixed values in (0, 1) (input units)."""
+    ``given`` maps node index -> fixed values in (0, 1) (input units).
+
+    The NLGBN unit of 003 section 2; one point per posterior sample gives the
+    fantasy data of 002 section 4.1.
+    """
     net = sample_arrays(sample)
     b, rho = net.b, net.rho
     U = np.zeros((len(b), num))
@@ -66,7 +70,8 @@ def ancestral(sample: dict, num: int, rng, given: dict | None = None):
 
 
 def log_density_unit(sample: dict, U_obs: np.ndarray, rng, num_is: int = 64, inputs=()) -> np.ndarray:
-    """log p(u_obs | sample) per point by importance sampling from the hidden prior.
+    """log p(u_obs | sample) per point by importance sampling from the hidden prior
+    (docs/derivations.md sections 3.1 and 3.3).
 
     ``U_obs`` is (num_points, D) in (0, 1). Points outside (0, 1) get -inf.
     Columns listed in ``inputs`` are conditioned on (their own density is not

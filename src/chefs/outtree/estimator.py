@@ -180,20 +180,23 @@ class OutTree:
 
     @property
     def log_normalizer_(self) -> tuple[float, float]:
-        """``(log c(X), relative standard error)`` of the predictive normaliser."""
+        """``(log c(X), relative standard error)`` of the predictive normaliser
+        (docs/derivations-outtree.md section 6)."""
         self._check_fitted()
         return self._pred.log_norm, self._pred.log_norm_se
 
     # ------------------------------------------------------------------
     def log_ratio(self, X) -> np.ndarray:
-        """Exact ``log p(X_train, x) - log p(X_train)`` per row (unnormalised)."""
+        """Exact ``log p(X_train, x) - log p(X_train)`` per row (unnormalised; 004 sec. 2,
+        docs/derivations-outtree.md section 6)."""
         self._check_fitted()
         X = validate_data(X, min_rows=1, dim=self.n_features_)
         return self._pred.log_ratio(self._standardise(X)) + self.log_jacobian_
 
     def score_samples(self, X) -> np.ndarray:
         """Predictive log-density of each row, scored one at a time against the
-        training set: ``log ratio(x) - log c(X_train)``."""
+        training set: ``log ratio(x) - log c(X_train)`` (docs/derivations-outtree.md
+        section 6)."""
         self._check_fitted()
         X = validate_data(X, min_rows=1, dim=self.n_features_)
         return self._pred.log_density(self._standardise(X)) + self.log_jacobian_

@@ -44,7 +44,8 @@ class NIW:
     @classmethod
     def from_data(cls, X: np.ndarray) -> "NIW":
         """Weak empirical-Bayes prior: centred on the data mean, prior mean of
-        ``Sigma_m`` equal to the data covariance, ``kappa0 = 1``, ``nu0 = d + 2``."""
+        ``Sigma_m`` equal to the data covariance, ``kappa0 = 1``, ``nu0 = d + 2``
+        (our choice; docs/derivations-outtree.md section 7)."""
         d = X.shape[1]
         cov = np.atleast_2d(np.cov(X, rowvar=False)) + 1e-9 * np.eye(d)
         nu0 = d + 2.0
@@ -54,7 +55,9 @@ class NIW:
         """``log int N(x | mu, Sigma) NIW(mu, Sigma) d(mu, Sigma)`` for each row.
 
         Multivariate Student-t with ``nu0 - d + 1`` degrees of freedom, location
-        ``mu0`` and scale ``Psi0 (kappa0 + 1) / (kappa0 (nu0 - d + 1))``.
+        ``mu0`` and scale ``Psi0 (kappa0 + 1) / (kappa0 (nu0 - d + 1))``: the root
+        weight ``rho_r = int p(X_r | theta_m) p(theta_m)`` of 004 sec. 3
+        (docs/derivations-outtree.md section 5).
         """
         X = np.atleast_2d(X)
         d = X.shape[1]
@@ -96,7 +99,8 @@ class MNIW:
     @classmethod
     def default_prior(cls, X: np.ndarray, noise_scale: float = 0.1) -> "MNIW":
         """Weak random-walk prior: ``A ~ I``, ``c ~ 0``, prior mean noise
-        ``noise_scale^2`` times the data covariance, ``nu = d + 2``.
+        ``noise_scale^2`` times the data covariance, ``nu = d + 2`` (our choice;
+        docs/derivations-outtree.md section 7).
 
         ``V`` is set so that one unit of data spread in ``A`` or ``c`` is a
         one-sigma change (in noise units) — a weak prior.
@@ -136,7 +140,11 @@ class MNIW:
 
     def log_evidence(self, post: "MNIW") -> float:
         """``log int p_c(theta) prod p(X_u|X_v, theta)^{W_uv} dtheta`` given the
-        weighted posterior ``post = self.posterior(X, W)`` (N = post.nu - self.nu)."""
+        weighted posterior ``post = self.posterior(X, W)`` (N = post.nu - self.nu).
+
+        The ``log Ev(W)`` term of the bound after the ``q_c`` update (004 sec. 3;
+        docs/derivations-outtree.md sections 4 and 5).
+        """
         d = self.dim
         N = post.nu - self.nu
         return (-0.5 * N * d * np.log(np.pi)
@@ -181,7 +189,8 @@ class MNIW:
         return float(kl_iw + kl_mn)
 
     def point_estimate(self) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean of ``B`` and of ``Sigma`` (``psi / (nu - d - 1)``)."""
+        """Posterior mean of ``B`` and of ``Sigma`` (``psi / (nu - d - 1)``): the plug-in
+        parameters of the predictive (docs/derivations-outtree.md section 7)."""
         d = self.dim
         denom = self.nu - d - 1.0
         if denom <= 0:
@@ -191,7 +200,11 @@ class MNIW:
 
 def gaussian_log_lik_matrix(X_child: np.ndarray, X_parent: np.ndarray, B: np.ndarray,
                             Sigma: np.ndarray) -> np.ndarray:
-    """``out[u, v] = log N(X_child[u] | B [X_parent[v]; 1], Sigma)`` (plug-in weights)."""
+    """``out[u, v] = log N(X_child[u] | B [X_parent[v]; 1], Sigma)`` (plug-in weights).
+
+    The pairwise conditionals ``beta_uv = p(X_u | X_v, theta_c)`` of 004 sec. 2 for the
+    Gaussian conditional model (docs/derivations-outtree.md sections 1 and 5).
+    """
     d = X_child.shape[1]
     L = np.linalg.cholesky(Sigma)
     mean = X_parent @ B[:, :d].T + B[:, d]

@@ -71,7 +71,8 @@ def normalized_weights(log_beta) -> tuple[np.ndarray, np.ndarray]:
     """Row-normalised linear weights ``B[u, v] = exp(log_beta[u, v] - m_u)``.
 
     Returns ``(B, m)`` with a zero diagonal, every row maximum equal to one and
-    every off-diagonal entry at least ``exp(LOG_FLOOR)``.
+    every off-diagonal entry at least ``exp(LOG_FLOOR)`` (the row rescaling of
+    docs/derivations-outtree.md section 2; the floor is its section 7).
     """
     log_beta = _check_log_beta(log_beta)
     n = log_beta.shape[0]
@@ -182,7 +183,11 @@ def log_partition_all_roots(log_beta) -> np.ndarray:
 def log_partition_all_roots_scaled(B, m) -> np.ndarray:
     """:func:`log_partition_all_roots` from row-normalised weights ``B`` (zero
     diagonal, positive off-diagonal, overwritten) and the row log-scales ``m``
-    (``log_beta[u, v] = log B[u, v] + m[u]``), without re-checking them."""
+    (``log_beta[u, v] = log B[u, v] + m[u]``), without re-checking them.
+
+    Tutte's ``Z_r`` of 004 sec. 2 for every root by one GTH elimination
+    (docs/derivations-outtree.md section 2).
+    """
     n = B.shape[0]
     B = np.ascontiguousarray(B)
     log_pivot = np.zeros(n)
@@ -441,7 +446,8 @@ def koo_matrix(B, rho_scaled, c):
 
 
 def scaled_root_column(log_rho, m):
-    """Root column ``rho_u exp(-m_u - s)`` of the row-scaled Laplacian, and ``s``.
+    """Root column ``rho_u exp(-m_u - s)`` of the row-scaled Laplacian, and ``s``
+    (docs/derivations-outtree.md sections 2 and 8).
 
     Row ``u`` of the Laplacian is divided by ``exp(m_u)`` (its largest parent
     weight). A point with no plausible parent (an outlier in high dimension)
@@ -514,7 +520,7 @@ def _marginals_core(G, B, rho, c, dG):
 def enumerate_out_trees(n: int, root: int):
     """Yield every out-tree on ``n`` nodes rooted at ``root`` as a parent array.
 
-    ``parent[root] == -1``. There are ``n^(n-2)`` of them (Cayley).
+    ``parent[root] == -1``. There are ``n^(n-2)`` of them (Cayley; 004 sec. 2).
     """
     if n > 7:
         raise ValueError("brute-force enumeration is only for n <= 7")
@@ -545,7 +551,9 @@ def enumerate_out_trees(n: int, root: int):
 
 
 def brute_force(log_beta, log_rho=None) -> dict:
-    """Exact sums over every rooted out-tree (for tests with T <= 6).
+    """Exact sums over every rooted out-tree (for tests with T <= 6): the reference
+    for Tutte's theorem (004 sec. 2) and the marginals and entropies of
+    docs/derivations-outtree.md sections 2-3.
 
     Returns a dict with ``log_z`` (per root), ``marginals`` (per root, (T,T,T)),
     ``entropy`` (per root) and, when ``log_rho`` is given, ``log_z_total``,

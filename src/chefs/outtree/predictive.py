@@ -255,7 +255,8 @@ class Predictive:
         return direct
 
     def log_ratio_direct(self, Xnew: np.ndarray) -> np.ndarray:
-        """Reference: ``log p_{T+1} - log p_T`` from two all-roots log-partitions.
+        """Reference: ``log p_{T+1} - log p_T`` from two all-roots log-partitions
+        (docs/derivations-outtree.md sections 6 and 10).
 
         O(T^3) per point (a subtraction-free GTH elimination of the (T+1)-node
         problem), exact however weakly the training points are coupled. The
@@ -399,7 +400,8 @@ class Predictive:
     route_by_support: bool = False
 
     def estimate_normalizer(self, n: int, rng: np.random.Generator) -> tuple[float, float]:
-        """Importance-sampling estimate of ``log int ratio(x) dx`` and its standard error.
+        """Importance-sampling estimate of ``log int ratio(x) dx`` and its standard error
+        (docs/derivations-outtree.md sections 6 and 11).
 
         Proposal: a mixture of the fitted conditionals around every training
         point (widened by 1.5), 20% of "bridge" bumps on the edges whose
@@ -417,7 +419,8 @@ class Predictive:
         return log_mean, rel_se
 
     def log_density(self, Xnew: np.ndarray) -> np.ndarray:
-        """Normalised predictive log-density ``log ratio(x*) - log c(X)``."""
+        """Normalised predictive log-density ``log ratio(x*) - log c(X)``
+        (docs/derivations-outtree.md section 6)."""
         return self.log_ratio(Xnew) - self.log_norm
 
     def sample(self, n: int, rng: np.random.Generator, candidates: int = 16, method: str = "sir",

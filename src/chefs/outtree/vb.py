@@ -32,7 +32,8 @@ __all__ = ["VBState", "VBInfo", "init_state", "vb_step", "elbo_terms", "run_vb"]
 
 @dataclass(frozen=True)
 class VBState:
-    """Immutable VB state: the parameter factor ``q_c`` and the edge weights it was fit to."""
+    """Immutable VB state: the parameter factor ``q_c`` and the edge weights it was fit to
+    (004 sec. 3; docs/derivations-outtree.md section 4)."""
 
     q_c: MNIW
     W: np.ndarray
@@ -42,7 +43,8 @@ class VBState:
 
 @dataclass(frozen=True)
 class VBInfo:
-    """Diagnostics of one VB iteration."""
+    """Diagnostics of one VB iteration: the bound of 004 sec. 3 after each half-step
+    (docs/derivations-outtree.md section 4)."""
 
     iteration: int
     elbo_structure: float  # after the q(r), q_r update
@@ -53,7 +55,8 @@ class VBInfo:
 
 
 def init_state(X: np.ndarray, prior: MNIW, root: NIW) -> VBState:
-    """Initial ``q_c`` from edge marginals under the prior's plug-in random-walk model.
+    """Initial ``q_c`` from edge marginals under the prior's plug-in random-walk model
+    (docs/derivations-outtree.md section 2, "VB starts from the prior-mean plug-in model").
 
     The plug-in model is the prior mean (``A = I``, ``c = 0``, noise covariance
     the prior mean of ``Sigma``, ``noise_scale^2`` times the data covariance).

@@ -36,7 +36,8 @@ __all__ = ["Structure", "enumerate_structures", "structure_key"]
 @dataclass(frozen=True)
 class Structure:
     """One structure: ``labels[r]`` is the observed index at rank r (bottom = 0)
-    or -1 for a hidden node; ``edges`` are (parent_rank, child_rank) pairs."""
+    or -1 for a hidden node; ``edges`` are (parent_rank, child_rank) pairs; ``prob``
+    its exact probability (docs/derivations.md section 1.4)."""
 
     labels: tuple
     edges: tuple
@@ -117,7 +118,8 @@ def _arrangements(D: int, H: int, fixed_at_zero: bool):
 def enumerate_structures(prior: ICP, num_observed: int, max_hidden: int,
                          fixed_at_zero: bool = True, finite_K: int | None = None) -> list[Structure]:
     """Every structure with at most ``max_hidden`` hidden nodes and its exact
-    probability (order values integrated out).
+    probability (order values integrated out): eq. 9 of 002, or eq. 8 with
+    ``finite_K``, both corrected (docs/derivations.md sections 1.2-1.4).
 
     ``fixed_at_zero=True``: all observed nodes fixed at theta = 0 (no edges
     between them); False: observed orders free (uniform). Sizes grow very fast:

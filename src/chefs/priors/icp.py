@@ -43,7 +43,8 @@ def check_hyper(alpha: float, gamma: float, phi: float) -> tuple[float, float, f
 
 
 def observed_orders(num_observed: int, observed_order=None) -> np.ndarray:
-    """Observed order values as an array with NaN for "draw from U(0, 1)".
+    """Observed order values as an array with NaN for "draw from U(0, 1)" (eq. 1 of 002;
+    fixed orders as in 002 section 4 and docs/derivations.md section 1.1).
 
     ``observed_order`` is None (all free), one number (all fixed at it) or one
     value per observed node (NaN or None for a free one).
@@ -205,6 +206,7 @@ class ICP:
         return [self.sample(rng, num_observed, **kw) for _ in range(int(num))]
 
     def expected_hidden_ibp(self, num_observed: int) -> float:
-        """E[H] in the IBP special case: gamma * sum_{r<D} alpha / (alpha + r)."""
+        """E[H] in the IBP special case: gamma * sum_{r<D} alpha / (alpha + r)
+        (002 section 2.4; docs/derivations.md section 1.7)."""
         r = np.arange(int(num_observed))
         return float(self.gamma * np.sum(self.alpha / (self.alpha + r)))
