@@ -358,13 +358,17 @@ def test_ctrl_c_on_the_client_stops_the_chains_on_the_workers(cluster, tmp_path)
     data = tmp_path / "x.csv"
     np.savetxt(data, _data(), delimiter=",", fmt="%.17g")
     run = tmp_path / "interrupted"
-    code = ("import sys; from chefs.cli import main; sys.exit(main(sys.argv[1:]))")
+    # faulthandler: a stack dump of every thread on SIGUSR1, should the client hang
+    code = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+            "from chefs.cli import main; sys.exit(main(sys.argv[1:]))")
     args = ["fit", "--data", str(data), "--sweeps", "100000", "--burn-in", "10", "--thin", "10", "--chains", "2",
             "--seed", "1", "--pilots", "1", "--no-progress", "--checkpoint-every", "0.2",
             "--scheduler", cluster.scheduler_address, "--out", str(run)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+    # SIGINT at its default disposition, as in a terminal: a test run started in the background of a
+    # non-interactive shell (as CI may start it) inherits SIGINT ignored, and Python then keeps ignoring it
     proc = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def sweeps():
         out = []
@@ -376,7 +380,13 @@ def test_ctrl_c_on_the_client_stops_the_chains_on_the_workers(cluster, tmp_path)
     try:
         _wait(lambda: min(sweeps()) >= 20, "both chains to run on the workers")
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            proc.kill()
+            raise AssertionError("the client did not exit after SIGINT; its threads:\n" + proc.communicate()[1])
     finally:
         if proc.poll() is None:
             proc.kill()
