@@ -360,7 +360,8 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
                 # directory; it checkpoints and returns within about STOP_LOOK_SECONDS (local process
                 # pools get the SIGINT themselves, and their executor's shutdown waits for them)
                 if isinstance(executor, ClusterExecutor) and pending:
-                    stop_file.write_text("stop: the client was interrupted; `chefs resume` continues the run\n")
+                    stop_file.write_text("stop: the client stopped waiting (interrupted, or a chain failed); "
+                                         "`chefs resume` continues the run\n")
                 raise
             if bar is not None:
                 bar.close()
