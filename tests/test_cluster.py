@@ -408,3 +408,56 @@ def test_ctrl_c_on_the_client_stops_the_chains_on_the_workers(cluster, tmp_path)
     (run / "stop").unlink()
     res = [run_chain(run, c, stop_after=3) for c in range(2)]
     assert [r["started_at"] for r in res] == first and [r["sweep"] for r in res] == [s + 3 for s in first]
+
+
+_MALLOC_PROBE = r"""
+import ctypes, json, sys
+import numpy as np
+from chefs.cluster import undo_malloc_trim
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
+
+def mmapped_by_a_new_array():  # chunks glibc serves by mmap while a 1 MiB array lives
+    before = libc.mallinfo2().hblks
+    a = np.ones(1 << 17)
+    return int(libc.mallinfo2().hblks - before + 0 * a[0])
+
+out = {"first": mmapped_by_a_new_array(), "second": mmapped_by_a_new_array(), "acted": undo_malloc_trim()}
+out["after"] = mmapped_by_a_new_array()
+out["again"] = undo_malloc_trim()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@pytest.mark.parametrize("trim", [True, False])
+def test_dask_malloc_trim_is_undone_on_workers(trim):
+    """Dask's nanny sets MALLOC_TRIM_THRESHOLD_, which turns off glibc's dynamic
+    mmap threshold: every 1 MiB array is a fresh mmap, the second as the first
+    (without the variable glibc raises the threshold when the first is freed, and
+    the second comes from the heap: the probe tells the two apart). After
+    undo_malloc_trim a new 1 MiB array comes from the heap; without the variable
+    nothing is touched."""
+    import json
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    if trim:
+        env["MALLOC_TRIM_THRESHOLD_"] = "65536"
+    try:
+        res = subprocess.run([sys.executable, "-c", _MALLOC_PROBE], env=env, capture_output=True, text=True,
+                             check=True)
+    except subprocess.CalledProcessError as err:
+        if "mallinfo2" in err.stderr:
+            pytest.skip("glibc older than 2.33 (no mallinfo2)")
+        raise
+    out = json.loads(res.stdout)
+    if trim:
+        assert out == {"first": 1, "second": 1, "acted": True, "after": 0, "again": False}
+    else:
+        assert out == {"first": 1, "second": 0, "acted": False, "after": 0, "again": False}

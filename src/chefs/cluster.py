@@ -108,8 +108,45 @@ def numba_threads_by_host(client, facts: dict) -> dict:
     return {h: max(1, cores[h] // max(1, threads[h])) for h in threads}
 
 
+#: glibc's ``mallopt`` parameters (malloc.h) and the values :func:`undo_malloc_trim` sets: glibc's own
+#: upper bounds for its dynamic thresholds on 64-bit (mmap 32 MiB; trim twice that, as glibc keeps them)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD, TRIM_THRESHOLD = 32 * 1024 * 1024, 64 * 1024 * 1024
+_malloc_undone = False
+
+
+def undo_malloc_trim() -> bool:
+    """Give a Dask worker process back glibc's heap behaviour; True when it acted.
+
+    Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``
+    (``distributed.nanny.pre-spawn-environ``) so that freed memory returns to the
+    OS. Setting a threshold in the environment also turns off glibc's dynamic
+    mmap threshold, so that every NumPy temporary above 128 KiB is a fresh
+    ``mmap`` whose pages fault in again: the belief network's sweeps then cost
+    about 30 % more CPU than in a local process (docs/commands.md, "On a
+    cluster"). When that variable is set (Linux with glibc only), the mmap and
+    trim thresholds are set once per process to glibc's upper bounds, so that
+    large temporaries reuse heap memory; a worker then holds at most about
+    64 MiB more freed memory than before."""
+    global _malloc_undone
+    if _malloc_undone or "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+        return False
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    _malloc_undone = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) & bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return _malloc_undone
+
+
 def run_task(threads_by_host: dict, fn, *args, **kwargs):
-    """On a worker: set numba's threads to this host's share, then ``fn(*args, **kwargs)``."""
+    """On a worker: glibc's heap behaviour back (:func:`undo_malloc_trim`), numba's
+    threads set to this host's share, then ``fn(*args, **kwargs)``."""
     import socket
 
     from ._threads import available_cores, limit_numba_threads
@@ -119,6 +156,7 @@ def run_task(threads_by_host: dict, fn, *args, **kwargs):
         from distributed import get_worker
 
         num = available_cores() // max(1, get_worker().state.nthreads)
+    undo_malloc_trim()
     limit_numba_threads(num)
     return fn(*args, **kwargs)
 
