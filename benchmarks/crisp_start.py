@@ -21,8 +21,15 @@ rule), the importance-sampled log-likelihood of the training data (32 draws per 
 log prior density of the parameters (weights, biases, precisions under 002's priors). DP-GMM's
 HD on the same split is printed for reference. Output: a table on stdout and a figure.
 
+``--is-draws 512,8192`` adds, per state, the same log-likelihood with that many draws per
+point (250 evenly spaced points, draws in blocks of 512, times N), the ICP log prior of the
+structure at the chain's current alpha, gamma, phi, and the sum of the log-likelihood with
+the most draws, the parameter log prior and the structure log prior: the log joint density
+with the activations integrated out, where the two regions can be weighed (docs/derivations.md
+3.9). Where the columns for two draw counts agree, the estimate has converged.
+
 Usage: python benchmarks/crisp_start.py [--sweeps 3000] [--every 250] [--features 32]
-                                        [--out docs/figures/crisp-start.png]
+                                        [--is-draws 512,8192] [--out docs/figures/crisp-start.png]
 """
 
 from __future__ import annotations
@@ -108,7 +115,32 @@ def score(rec, umap, train01, test, seed):
     return hd, ll, lpp, int((~obs).sum())
 
 
-def main(sweeps: int, every: int, features: int, out: Path) -> None:
+def converged(rec, hyper, train01, draws, seed=5, points=250, block=512, chunk=50):
+    """(IS log-likelihood of the training data x N for each count in ``draws``, ICP log
+    prior of the structure at ``hyper``): the module docstring's ``--is-draws`` columns."""
+    import math
+
+    from scipy.special import logsumexp
+
+    from chefs.graph import DAG
+    from chefs.models.predictive import log_density_unit
+    from chefs.priors.icp import ICP
+
+    idx = np.unique(np.linspace(0, train01.shape[0] - 1, points).astype(int))
+    U = train01[idx]
+    lls = []
+    for S in draws:
+        per_point = []
+        for c in range(0, U.shape[0], chunk):
+            blocks = [log_density_unit(rec, U[c:c + chunk], np.random.default_rng([seed, S, c, k]), min(S, block))
+                      for k in range(max(1, S // block))]
+            per_point.append(logsumexp(np.array(blocks), axis=0) - math.log(len(blocks)))
+        lls.append(float(np.mean(np.concatenate(per_point))) * train01.shape[0])
+    prior = ICP(hyper["alpha"], hyper["gamma"], hyper["phi"]).log_prob(DAG.from_dict(rec))
+    return lls, float(prior)
+
+
+def main(sweeps: int, every: int, features: int, out: Path, draws=()) -> None:
     import json
     import sqlite3
     import tempfile
@@ -124,6 +156,7 @@ def main(sweeps: int, every: int, features: int, out: Path) -> None:
     print(f"two-moons, split 0: baseline HD(train, test) {hellinger(train, test):.4f}, "
           f"DP-GMM {hellinger(dp_fantasy, test):.4f}", flush=True)
     rows = {"default": [], "crisp": []}
+    extra = {"default": [], "crisp": []}  # --is-draws columns
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.process_time()
         net = BeliefNetwork(sweeps=sweeps, burn_in=0, thin=every, seed=0, pilots=1, out=Path(tmp) / "run",
@@ -131,8 +164,11 @@ def main(sweeps: int, every: int, features: int, out: Path) -> None:
         cpu = time.process_time() - t0
         train01 = np.load(net.run_dir_ / "train01.npy")
         con = sqlite3.connect(net.run_dir_ / "chain-0" / "samples.sqlite")
-        for sw, g in con.execute("select sweep, graph from samples order by sweep"):
-            rows["default"].append((sw, *score(json.loads(g), net.map_, train01, test, 11)))
+        for sw, g, *hyp in con.execute("select sweep, graph, alpha, gamma, phi from samples order by sweep"):
+            r = json.loads(g)
+            rows["default"].append((sw, *score(r, net.map_, train01, test, 11)))
+            if draws:
+                extra["default"].append(converged(r, dict(zip(("alpha", "gamma", "phi"), hyp)), train01, draws))
         con.close()
     print(f"default start: {sweeps} sweeps in about {cpu:.0f} CPU s (this process and its chain)", flush=True)
     state, model, config = crisp_chain(train01, train, features, 0)
@@ -142,17 +178,29 @@ def main(sweeps: int, every: int, features: int, out: Path) -> None:
         r.update(model.snapshot(state.graph))
         return r
 
-    rows["crisp"].append((0, *score(rec(), net.map_, train01, test, 11)))
+    def keep(sw):
+        r = rec()
+        rows["crisp"].append((sw, *score(r, net.map_, train01, test, 11)))
+        if draws:
+            extra["crisp"].append(converged(r, dict(state.hyper), train01, draws))
+
+    keep(0)
     t0 = time.process_time()
     for st in sample(state, config, sweeps, model):
         if st.sweep % every == 0:
-            rows["crisp"].append((st.sweep, *score(rec(), net.map_, train01, test, 11)))
+            keep(st.sweep)
     print(f"crisp start: {sweeps} sweeps in {time.process_time() - t0:.0f} CPU s", flush=True)
-    print("\n| start | sweep | HD (one state) | IS log-lik of train (x N) | parameter log prior | hidden units |")
-    print("|---|---|---|---|---|---|")
+    cols = "".join(f" IS log-lik, {d} draws (x N) |" for d in draws)
+    cols += " ICP log prior | log joint, activations integrated out |" if draws else ""
+    print(f"\n| start | sweep | HD (one state) | IS log-lik of train (x N) | parameter log prior | hidden units |{cols}")
+    print("|---|---|---|---|---|---|" + "---|" * (len(draws) + 2 if draws else 0))
     for name, rs in rows.items():
-        for sw, hd, ll, lpp, h in rs:
-            print(f"| {name} | {sw} | {hd:.4f} | {ll:.0f} | {lpp:.0f} | {h} |")
+        for j, (sw, hd, ll, lpp, h) in enumerate(rs):
+            more = ""
+            if draws:
+                lls, lps = extra[name][j]
+                more = "".join(f" {v:.0f} |" for v in lls) + f" {lps:.0f} | {lls[-1] + lpp + lps:.0f} |"
+            print(f"| {name} | {sw} | {hd:.4f} | {ll:.0f} | {lpp:.0f} | {h} |{more}")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,6 +229,7 @@ if __name__ == "__main__":
     ap.add_argument("--sweeps", type=int, default=3000)
     ap.add_argument("--every", type=int, default=250)
     ap.add_argument("--features", type=int, default=32)
+    ap.add_argument("--is-draws", default="", help="comma-separated draw counts, e.g. 512,8192 (module docstring)")
     ap.add_argument("--out", type=Path, default=Path("docs/figures/crisp-start.png"))
     a = ap.parse_args()
-    main(a.sweeps, a.every, a.features, a.out)
+    main(a.sweeps, a.every, a.features, a.out, tuple(int(d) for d in a.is_draws.split(",") if d.strip()))

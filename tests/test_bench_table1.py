@@ -196,14 +196,14 @@ def test_table1_chain_length_options(tmp_path, capsys):
     assert "different settings" in capsys.readouterr().err
     # defaults: half the sweeps as burn-in, as many kept samples as the base settings (full 50, quick 10)
     full, label = chain_settings()
-    assert label == "full,pilots=3" and full["pilots"] == 3 and (full["sweeps"], full["burn_in"], full["thin"]) == (3000, 1500, 30)
+    assert label == "full,pilots=3,heldout_draws=512" and full["pilots"] == 3 and (full["sweeps"], full["burn_in"], full["thin"]) == (3000, 1500, 30)
     assert chain_settings(sweeps=15000) == ({**full, "sweeps": 15000, "burn_in": 7500, "thin": 150},
-                                            "full,sweeps=15000,burn_in=7500,thin=150,pilots=3")
+                                            "full,sweeps=15000,burn_in=7500,thin=150,pilots=3,heldout_draws=512")
     assert chain_settings(quick=True, sweeps=400)[1] == "quick,sweeps=400,burn_in=200,thin=20,pilots=3"
     assert chain_settings(quick=True, sweeps=400, pilots=1)[1] == "quick,sweeps=400,burn_in=200,thin=20"
-    assert chain_settings(burn_in=2000)[1] == "full,sweeps=3000,burn_in=2000,thin=20,pilots=3"
+    assert chain_settings(burn_in=2000)[1] == "full,sweeps=3000,burn_in=2000,thin=20,pilots=3,heldout_draws=512"
     # the base settings spelt out are the base settings (same label, so such runs merge)
-    assert chain_settings(sweeps=3000, burn_in=1500, thin=30)[1] == "full,pilots=3"
+    assert chain_settings(sweeps=3000, burn_in=1500, thin=30)[1] == "full,pilots=3,heldout_draws=512"
     assert chain_settings(quick=True, sweeps=80)[1] == "quick,pilots=3"
     assert chain_settings(quick=True, sweeps=80, pilots=1)[1] == "quick"  # the label of runs before stop 25
     with pytest.raises(ValueError, match="pilots"):
@@ -211,11 +211,11 @@ def test_table1_chain_length_options(tmp_path, capsys):
     # the unit map's margin: labelled when it is not the default, refused outside (0, 0.5)
     from chefs.density import MARGIN
 
-    assert chain_settings(margin=MARGIN) == (full, "full,pilots=3")
+    assert chain_settings(margin=MARGIN) == (full, "full,pilots=3,heldout_draws=512")
     other_margin = 0.12
     s, lab = chain_settings(margin=other_margin)
-    assert s["margin"] == other_margin and lab == f"full,margin={other_margin:g},pilots=3"
-    assert chain_settings(sweeps=600, margin=other_margin)[1] == f"full,sweeps=600,burn_in=300,thin=6,margin={other_margin:g},pilots=3"
+    assert s["margin"] == other_margin and lab == f"full,margin={other_margin:g},pilots=3,heldout_draws=512"
+    assert chain_settings(sweeps=600, margin=other_margin)[1] == f"full,sweeps=600,burn_in=300,thin=6,margin={other_margin:g},pilots=3,heldout_draws=512"
     with pytest.raises(ValueError, match="margin"):
         chain_settings(margin=0.5)
     # nothing kept: refused before anything runs
