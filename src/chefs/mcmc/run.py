@@ -44,26 +44,35 @@ STOP_FILE = "stop"  # RUN/stop: every running chain of the run checkpoints and r
 STOP_LOOK_SECONDS = 1.0  # how often a running chain looks for it
 
 
+#: builders of the likelihood models a run's spec may name, ``builder(spec, run_dir, state, structure_prior)``;
+#: each model registers its own (:func:`register_model`; ``chefs.models`` registers ``"nlgbn"``), so the
+#: chain driver knows no model class.
+_MODEL_BUILDERS: dict = {}
+#: the package whose import registers the models: a fresh process (a worker resuming a chain) imports it
+#: the first time a spec names a model it has no builder for
+MODELS_PACKAGE = "chefs.models"
+
+
+def register_model(name: str, builder) -> None:
+    """Make ``{"name": name, ...}`` model specs buildable: ``builder(spec, run_dir,
+    state, structure_prior)`` returns the model of a chain (data paths in ``spec``
+    are relative to ``run_dir``)."""
+    _MODEL_BUILDERS[str(name)] = builder
+
+
 def make_model(spec: dict | None, run_dir=None, state=None):
     """Build a model from its JSON spec: ``{"name": "null"}`` or
     ``{"name": "nlgbn", "data": "train01.npy", "num_tries": 8, ...}`` (paths
-    relative to the run directory; data already mapped into (0, 1))."""
+    relative to the run directory; data already mapped into (0, 1)), by the
+    builder registered under its name (:func:`register_model`)."""
     if spec is None or spec.get("name", "null") == "null":
         return None
-    if spec["name"] == "nlgbn":
-        from ..models.nlgbn import NLGBN
-
-        data = np.load(Path(run_dir) / spec["data"], allow_pickle=False)
-        return NLGBN(data, state.graph.capacity, state.rng, num_tries=spec.get("num_tries", 4),
-                     structure_moves=spec.get("structure_moves"),
-                     activation_update=spec.get("activation_update", "mtm"),
-                     weight_prior=spec.get("weight_prior"),
-                     # runs written before the setting existed started from the prior
-                     init_activations=spec.get("init_activations", "prior"),
-                     # runs written before HMC existed: Gibbs updates only
-                     hmc_steps=spec.get("hmc_steps", 0), hmc_adapt=spec.get("hmc_adapt", 0),
-                     structure_prior=make_structure_prior(spec.get("structure_prior")))
-    raise ValueError(f"unknown model {spec.get('name')!r}")
+    name = spec["name"]
+    if name not in _MODEL_BUILDERS:
+        importlib.import_module(MODELS_PACKAGE)  # registers the package's models
+    if name not in _MODEL_BUILDERS:
+        raise ValueError(f"unknown model {name!r} (known: null, {', '.join(sorted(_MODEL_BUILDERS))})")
+    return _MODEL_BUILDERS[name](spec, run_dir, state, make_structure_prior(spec.get("structure_prior")))
 
 
 def make_structure_prior(spec: dict | None):

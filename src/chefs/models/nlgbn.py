@@ -670,3 +670,20 @@ class NLGBN:
         order = sorted(range(len(edges)), key=lambda e: edges[e])
         return {"bias": [float(self.b[s]) for s in slots], "precision": [float(self.rho[s]) for s in slots],
                 "weights": [weights[e] for e in order]}
+
+
+def model_from_spec(spec: dict, run_dir, state, structure_prior=None) -> NLGBN:
+    """The NLGBN of a run directory's model spec (``config.json``): the builder
+    :mod:`chefs.models` registers with the chain driver under ``"nlgbn"``."""
+    from pathlib import Path
+
+    data = np.load(Path(run_dir) / spec["data"], allow_pickle=False)
+    return NLGBN(data, state.graph.capacity, state.rng, num_tries=spec.get("num_tries", 4),
+                 structure_moves=spec.get("structure_moves"),
+                 activation_update=spec.get("activation_update", "mtm"),
+                 weight_prior=spec.get("weight_prior"),
+                 # runs written before the setting existed started from the prior
+                 init_activations=spec.get("init_activations", "prior"),
+                 # runs written before HMC existed: Gibbs updates only
+                 hmc_steps=spec.get("hmc_steps", 0), hmc_adapt=spec.get("hmc_adapt", 0),
+                 structure_prior=structure_prior)
