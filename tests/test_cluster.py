@@ -435,20 +435,22 @@ print(json.dumps(out))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
-@pytest.mark.parametrize("trim", [True, False])
-def test_dask_malloc_trim_is_undone_on_workers(trim):
+@pytest.mark.parametrize("trim,keep", [(True, False), (False, False), (True, True)])
+def test_dask_malloc_trim_is_undone_on_workers(trim, keep):
     """Dask's nanny sets MALLOC_TRIM_THRESHOLD_, which turns off glibc's dynamic
     mmap threshold: every 1 MiB array is a fresh mmap, the second as the first
     (without the variable glibc raises the threshold when the first is freed, and
     the second comes from the heap: the probe tells the two apart). After
     undo_malloc_trim a new 1 MiB array comes from the heap; without the variable
-    nothing is touched."""
+    nothing is touched, nor with CHEFS_KEEP_MALLOC_TRIM set."""
     import json
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_TRIM_THRESHOLD_", "CHEFS_KEEP_MALLOC_TRIM")}
     if trim:
         env["MALLOC_TRIM_THRESHOLD_"] = "65536"
+    if keep:
+        env["CHEFS_KEEP_MALLOC_TRIM"] = "1"
     try:
         res = subprocess.run([sys.executable, "-c", _MALLOC_PROBE], env=env, capture_output=True, text=True,
                              check=True)
@@ -457,7 +459,9 @@ def test_dask_malloc_trim_is_undone_on_workers(trim):
             pytest.skip("glibc older than 2.33 (no mallinfo2)")
         raise
     out = json.loads(res.stdout)
-    if trim:
+    if trim and keep:
+        assert out == {"first": 1, "second": 1, "acted": False, "after": 1, "again": False}
+    elif trim:
         assert out == {"first": 1, "second": 1, "acted": True, "after": 0, "again": False}
     else:
         assert out == {"first": 1, "second": 0, "acted": False, "after": 0, "again": False}
