@@ -256,7 +256,7 @@ def test_best_pilot_is_the_highest_scoring_start(tmp_path, monkeypatch):
     for order in (1.0, -1.0):  # later pilots score higher, then lower
         seen, models = [], []
 
-        def score(self, state, rng, order=order):
+        def score(self, state, rng, num_is=32, order=order):
             seen.append(json.dumps(state.to_dag().to_dict()))
             models.append(self)
             return order * len(seen)
@@ -286,6 +286,27 @@ def test_fit_with_pilots_resumes_bit_for_bit(tmp_path):
 def test_pilot_settings_are_validated():
     from chefs.density import BeliefNetwork
 
-    for bad in ({"pilots": 0}, {"pilots": 1.5}, {"pilot_sweeps": 0}, {"hmc_steps": -1}, {"hmc_steps": True}):
+    for bad in ({"pilots": 0}, {"pilots": 1.5}, {"pilot_sweeps": 0}, {"hmc_steps": -1}, {"hmc_steps": True},
+                {"pilot_draws": 0}, {"pilot_draws": 2.5}, {"pilot_draws": True}):
         with pytest.raises(ValueError):
             BeliefNetwork(**bad)
+
+
+def test_pilot_draws_reach_the_pilots_score(tmp_path, monkeypatch):
+    """``pilot_draws`` is written into the run's spec and is the number of importance
+    draws each pilot is scored with (32 for a spec written before it existed)."""
+    from chefs.mcmc import run as run_mod
+    from chefs.mcmc.chain import ChainConfig as CC
+
+    out = _pilot_run(tmp_path, "a", pilot_draws=96)
+    spec = run_mod.load_spec(out)
+    assert spec["model"]["pilot_draws"] == 96
+    config = CC.from_dict(spec["config"])
+    for model_spec, expected in ((spec["model"], 96), ({k: v for k, v in spec["model"].items() if k != "pilot_draws"}, 32)):
+        seen = []
+        monkeypatch.setattr(NLGBN, "score_state", lambda self, state, rng, num_is=32, max_points=1000: seen.append(num_is) or 0.0)
+        sp = dict(spec, model=model_spec)
+        rng = run_mod.chain_seed(sp["seed"], sp["chains"], 0)
+        state, model = run_mod._fresh_chain(sp, config, out, rng)
+        run_mod._best_pilot(sp, config, out, rng, 3, state, model)
+        assert seen == [expected] * 3

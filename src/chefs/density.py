@@ -31,6 +31,9 @@ from .models.predictive import SampleArrays, ancestral, log_density_unit, sample
 MARGIN = 0.3  # default margin of the unit map (docs/derivations.md section 3.1)
 LEGACY_MARGIN = 0.3  # runs written before the margin was stored used this one
 PILOTS = 3  # default multi-start pilots per chain (docs/derivations.md section 3.7)
+#: importance draws per training point in the pilots' score (docs/derivations.md 3.7 and 3.9: 32 misranks
+#: states by hundreds of nats; 512 ranks them, but gave no consistent gain with 750-sweep pilots)
+PILOT_DRAWS = 32
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
@@ -152,6 +155,13 @@ class BeliefNetwork:
         importance-sampled log-likelihood (a start-up heuristic; every kept sample
         comes from the unchanged sampler; docs/derivations.md section 3.7). 1: one
         start, as before.
+    pilot_draws : int
+        Importance draws per training point in the pilots' score (default 32).
+        At 32 the score can rank a pilot that has left the blurred region below
+        one that has not; 512 ranks them right. Long pilots with 512 draws
+        (``pilots=3, pilot_sweeps=10000, pilot_draws=512``) brought two-moons to
+        DP-GMM's HD in Table 1's cells, at about 5x the CPU time
+        (docs/derivations.md section 3.9).
     init_activations : "projection" or "prior"
         How each chain's hidden activations start: soft half-space features of
         the data (the default; chains find the shared hidden units far more
@@ -172,7 +182,7 @@ class BeliefNetwork:
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
                  structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
-                 pilot_sweeps: int | None = None, scheduler: str | None = None):
+                 pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -204,11 +214,12 @@ class BeliefNetwork:
         if isinstance(hmc_steps, bool) or int(hmc_steps) != hmc_steps or hmc_steps < 0:
             raise ValueError(f"hmc_steps must be a non-negative integer (0: no HMC), got {hmc_steps!r}")
         self.hmc_steps = int(hmc_steps)
-        for name, v, lo in (("pilots", pilots, 1), ("pilot_sweeps", pilot_sweeps, 1)):
+        for name, v, lo in (("pilots", pilots, 1), ("pilot_sweeps", pilot_sweeps, 1), ("pilot_draws", pilot_draws, 1)):
             if v is not None and (isinstance(v, bool) or int(v) != v or v < lo):
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
         self.pilots = int(pilots)
         self.pilot_sweeps = max(1, burn_in // 2) if pilot_sweeps is None else int(pilot_sweeps)
+        self.pilot_draws = int(pilot_draws)
         self.scheduler = scheduler
 
     # -------------------------------------------------------------- fit
@@ -257,7 +268,7 @@ class BeliefNetwork:
                  "activation_update": self.activation_update, "weight_prior": self.weight_prior,
                  "init_activations": self.init_activations,
                  "hmc_steps": self.hmc_steps, "hmc_adapt": self.burn_in,
-                 "pilots": self.pilots, "pilot_sweeps": self.pilot_sweeps}
+                 "pilots": self.pilots, "pilot_sweeps": self.pilot_sweeps, "pilot_draws": self.pilot_draws}
         if layered:
             model["structure_prior"] = {"name": self.prior}
         init = self._initial_graph(D)

@@ -53,6 +53,9 @@ def register(sub) -> None:
                         "default: the library's (BeliefNetwork's pilots)")
     f.add_argument("--pilot-sweeps", type=positive_int, default=None, metavar="S",
                    help="sweeps of each pilot chain (default: half the burn-in)")
+    f.add_argument("--pilot-draws", type=positive_int, default=None, metavar="D",
+                   help="importance draws per training point in the pilots' score (default 32; 512 ranks long "
+                        "pilots right: docs/derivations.md 3.9)")
     f.add_argument("--margin", type=float, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN)")
@@ -139,7 +142,8 @@ def cmd_fit(args) -> int:
                         **({} if args.margin is None else {"margin": args.margin}),
                         **({} if args.hmc_steps is None else {"hmc_steps": args.hmc_steps}),
                         **({} if args.pilots is None else {"pilots": args.pilots}),
-                        pilot_sweeps=args.pilot_sweeps)
+                        pilot_sweeps=args.pilot_sweeps,
+                        **({} if args.pilot_draws is None else {"pilot_draws": args.pilot_draws}))
     try:
         net.fit(train)
     finally:  # also on Ctrl-C or a crash once the run exists: `chefs resume` then has the test split and names

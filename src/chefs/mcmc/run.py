@@ -254,16 +254,18 @@ def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, stat
     section 3.7): ``pilots`` short chains from fresh starts, ``pilot_sweeps`` sweeps each
     (structure warm-up included), all on the chain's own random stream; the one whose
     end state gives the training data the highest importance-sampled log-likelihood
-    (``model.score_state``) becomes the chain's start at sweep 0. Runs before the first
-    checkpoint, so an interrupted chain repeats it exactly."""
+    (``model.score_state`` with ``pilot_draws`` draws per point; 32 in runs written
+    before the setting existed) becomes the chain's start at sweep 0. Runs before the
+    first checkpoint, so an interrupted chain repeats it exactly."""
     sweeps = int(spec["model"].get("pilot_sweeps", 0))
+    draws = int(spec["model"].get("pilot_draws", 32))
     best = None
     for p in range(pilots):
         if p:
             state, model = _fresh_chain(spec, config, run_dir, rng)
         for _ in sample(state, config, sweeps, model):
             pass
-        score = model.score_state(state.graph, rng)
+        score = model.score_state(state.graph, rng, num_is=draws)
         score = score if np.isfinite(score) else -np.inf
         if best is None or score > best[0]:
             best = (score, state, model)
