@@ -52,9 +52,11 @@ PAPER = {
 # heldout_draws: importance draws per test point and posterior sample of the belief networks' held-out
 # log-density (20 samples). The estimate is biased low; at 32 draws by 0.015 (ring), 0.019 (two-moons) and
 # more than 0.08 (pinwheel) nats per point against 2,048 draws, at 512 by 0.001, 0.001 and 0.016
-# (docs/derivations.md 3.9). The full table uses 512 (labelled ",heldout_draws=512"); rows without the label used 32.
+# (docs/derivations.md 3.9). The full table uses 512 (labelled ",heldout_draws=512"); rows without the label used
+# UNLABELLED_HELDOUT_DRAWS.
+UNLABELLED_HELDOUT_DRAWS = 32
 QUICK = {"sweeps": 80, "burn_in": 40, "thin": 4, "max_train": 600, "outtree_max": 250, "num_tries": 4,
-         "outtree_candidates": 4, "heldout_draws": 32}
+         "outtree_candidates": 4, "heldout_draws": UNLABELLED_HELDOUT_DRAWS}
 FULL = {"sweeps": 3000, "burn_in": 1500, "thin": 30, "max_train": None, "outtree_max": 1000, "num_tries": 4,
         "outtree_candidates": 16, "heldout_draws": 512}
 
@@ -148,10 +150,10 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
         net.fit(train)  # the samples are in memory from here on
         if out is not None:
             _replace_dir(run, Path(out))
-    return evaluate_network(net, test, n, rng, settings.get("heldout_draws", 32))
+    return evaluate_network(net, test, n, rng, settings["heldout_draws"])
 
 
-def evaluate_network(net, test, n, rng, num_is: int = 32):
+def evaluate_network(net, test, n, rng, num_is: int = UNLABELLED_HELDOUT_DRAWS):
     """A fitted belief network's ``n`` fantasy points and mean held-out log-density on
     ``test`` (Table 1's rule; also ``benchmarks/convergence.py``): test points outside
     the support are left out of the mean and counted in the note. ``num_is``:
@@ -206,7 +208,8 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
         raise ValueError(f"pilots must be a positive integer, got {pilots!r}")
     base = QUICK if quick else FULL
     extra = ("" if margin == MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
-    extra += "" if base["heldout_draws"] == 32 else f",heldout_draws={base['heldout_draws']}"
+    if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
+        extra += f",heldout_draws={base['heldout_draws']}"
     settings = dict(base)
     label = "quick" if quick else "full"
     for name, v in (("sweeps", sweeps), ("burn_in", burn_in), ("thin", thin)):
