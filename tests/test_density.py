@@ -41,6 +41,34 @@ def test_fit_sample_score(tmp_path, moons):
     assert set(diag["acceptance"]) >= {"edge", "birth_death", "order", "activations"}
 
 
+def test_temporary_run_directory_is_removed(tmp_path, moons):
+    """out=None: the run lives in a temporary directory that outlives the fit (diagnostics
+    read it), is replaced by a refit, and is removed with the estimator; a copy does not own it;
+    a given ``out`` is kept."""
+    import copy
+    import gc
+
+    tr, _ = moons
+    net = chefs.BeliefNetwork(sweeps=6, burn_in=2, thin=2, seed=1, progress=False).fit(tr)
+    first = net.run_dir_
+    assert (first / "chain-0").is_dir()
+    net.diagnostics()
+    net.fit(tr)
+    assert not first.exists() and net.run_dir_.is_dir() and net.run_dir_ != first
+    second = net.run_dir_
+    clone = copy.deepcopy(net)
+    del clone
+    gc.collect()
+    assert second.is_dir()
+    del net
+    gc.collect()
+    assert not second.exists()
+    kept = chefs.BeliefNetwork(sweeps=6, burn_in=2, thin=2, seed=1, progress=False, out=tmp_path / "run").fit(tr)
+    del kept
+    gc.collect()
+    assert (tmp_path / "run" / "chain-0").is_dir()
+
+
 @pytest.mark.parametrize("margin", [None, 0.05, 0.2])
 def test_unit_map_roundtrip_and_jacobian(moons, margin):
     from chefs.density import MARGIN

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import tempfile
 import warnings
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,8 +125,10 @@ class BeliefNetwork:
     alpha, gamma, phi : float
         Initial ICP hyperparameters (sampled unless ``sample_hyper=False``).
     out : path or None
-        Run directory (a temporary one when None). Refuses to overwrite an
-        existing one unless ``force``.
+        Run directory. None: a temporary one, removed when the estimator is
+        garbage-collected or the interpreter exits (pass ``out`` to keep the
+        chains' checkpoints and samples). Refuses to overwrite an existing one
+        unless ``force``.
     activation_update : "mtm", "slice" or "mtm+slice"
         How hidden activations are updated (``chefs.models.nlgbn.NLGBN``).
     num_tries : int
@@ -263,7 +267,13 @@ class BeliefNetwork:
 
     def _create_and_run(self, X, config, layered: bool, D: int, executor) -> None:
         """Create the run directory and run its chains (on ``executor`` when given)."""
-        out = self.out or tempfile.mkdtemp(prefix="chefs-fit-")
+        out = self.out
+        old = self.__dict__.pop("_tmp_cleanup", None)
+        if old is not None:  # a refit replaces the previous temporary run
+            old()
+        if out is None:  # a temporary run directory lives as long as the estimator
+            out = tempfile.mkdtemp(prefix="chefs-fit-")
+            self._tmp_cleanup = weakref.finalize(self, shutil.rmtree, out, ignore_errors=True)
         model = {"name": "nlgbn", "data": "train01.npy", "num_tries": self.num_tries,
                  "activation_update": self.activation_update, "weight_prior": self.weight_prior,
                  "init_activations": self.init_activations,
@@ -311,6 +321,10 @@ class BeliefNetwork:
         gamma = self.init_hidden / (alpha * sum(1.0 / (alpha + r) for r in range(D)))
         orders = self._observed_orders(D)
         return ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=orders, max_nodes=20 * (D + 50))
+
+    def __getstate__(self):
+        # a copy does not own the temporary run directory (its finalizer stays with the original)
+        return {k: v for k, v in self.__dict__.items() if k != "_tmp_cleanup"}
 
     @classmethod
     def load(cls, run_dir, chains=None) -> "BeliefNetwork":
