@@ -56,7 +56,8 @@ def test_bad_options_are_one_line_errors_before_anything_runs(tmp_path, capsys):
     for argv, msg in [(["--datasets", "wine"], "unknown data set"), (["--seeds", "0,x"], "--seeds"),
                       (["--sweeps", "10", "--thin", "5"], "sweeps >= 8 x thin"), (["--icp", "a={}", "--icp", "a={}"],
                                                                                   "labels must differ"),
-                      (["--sweeps", "100", "--icp", 'a={"burn_in": 99}'], "burn_in must be")]:
+                      (["--sweeps", "100", "--icp", 'a={"burn_in": 99}'], "burn_in must be"),
+                      (["--heldout-draws", "0"], "--heldout-draws")]:
         assert conv.main(["--out", str(tmp_path / "o"), *argv]) == 2
         assert msg in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -65,7 +66,7 @@ def test_bad_options_are_one_line_errors_before_anything_runs(tmp_path, capsys):
 def test_quick_smoke_run_on_iris(tmp_path, capsys):
     out = tmp_path / "conv"
     assert conv.main(["--out", str(out), "--quick", "--datasets", "iris", "--sweeps", "16", "--thin", "2",
-                      "--icp", "a={}", "--icp", 'b={"num_tries": 2}']) == 0
+                      "--icp", "a={}", "--icp", 'b={"num_tries": 2}', "--heldout-draws", "4"]) == 0
     rows = list(csv.DictReader(open(out / "convergence.csv")))
     icp = [r for r in rows if r["model"] == "icp"]
     assert {r["config"] for r in icp} == {"a", "b"}
@@ -75,5 +76,6 @@ def test_quick_smoke_run_on_iris(tmp_path, capsys):
     assert cpu == sorted(cpu) and cpu[0] > 0
     assert {r["model"] for r in rows} == {"icp", "dpgmm", "kde"}  # iris: no truth
     assert "CPU seconds to reach 1.2 x DP-GMM" in (out / "convergence.md").read_text()
+    assert "held-out importance draws 4" in (out / "convergence.md").read_text()
     assert (out / "convergence.png").exists()
     assert conv.main(["--out", str(out), "--quick", "--datasets", "iris"]) == 2  # exists: needs --force
