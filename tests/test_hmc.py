@@ -310,3 +310,67 @@ def test_pilot_draws_reach_the_pilots_score(tmp_path, monkeypatch):
         state, model = run_mod._fresh_chain(sp, config, out, rng)
         run_mod._best_pilot(sp, config, out, rng, 3, state, model)
         assert seen == [expected] * 3
+
+
+def test_pilots_report_progress_and_a_stop_file_stops_them(tmp_path, monkeypatch):
+    """During the pilots a progress callable with a ``pilots`` attribute gets (done, total)
+    after every pilot sweep, ``chain-0/pilots.json`` tells a bar in another process how far
+    they are (removed when they end), and the stop file stops the chain within the pilots:
+    nothing is checkpointed, and the resumed run repeats them to the samples of an
+    uninterrupted run. Control: without the file the pilots run through."""
+    import chefs.mcmc.run as R
+
+    monkeypatch.setattr(R, "STOP_LOOK_SECONDS", 0.0)  # write and look after every pilot sweep
+    a = _pilot_run(tmp_path, "a")  # the uninterrupted run: 3 pilots x 6 sweeps, then 30 sweeps
+    b = tmp_path / "b"
+    b.mkdir()
+    for f in a.iterdir():
+        if f.is_file():
+            shutil.copy(f, b / f.name)
+    seen, files, stop_at = [], [], [8]
+
+    def cb(sweep, state):
+        seen.append(("main", sweep))
+
+    def pilots(done, total):
+        seen.append(("pilot", done, total))
+        if done > 1:  # the file of the previous pilot sweep
+            files.append(json.loads((b / "chain-0" / R.PILOTS_FILE).read_text()))
+        if done in stop_at:
+            (b / R.STOP_FILE).write_text("stop\n")
+
+    cb.pilots = pilots
+    res = run_chain(b, 0, progress=cb)
+    # the file is written after the callback: the stop written at pilot sweep 8 is seen at that sweep
+    assert res["stopped"] and res["sweep"] == 0
+    assert seen == [("pilot", d, 18) for d in range(1, 9)]
+    assert files == [{"done": d, "total": 18} for d in range(1, 8)]
+    assert not (b / "chain-0" / "checkpoint.json").exists() and not (b / "chain-0" / R.PILOTS_FILE).exists()
+    seen.clear()
+    stop_at.clear()
+    (b / R.STOP_FILE).unlink()
+    res = run_chain(b, 0, progress=cb)  # the control: no stop file
+    assert not res["stopped"] and res["sweep"] == 30
+    assert seen == [("pilot", d, 18) for d in range(1, 19)] + [("main", s) for s in range(1, 31)]
+    assert _rows(a) == _rows(b) and not (b / "chain-0" / R.PILOTS_FILE).exists()
+
+
+def test_poll_bar_counts_the_pilots(tmp_path):
+    """The bar of chains run in other processes counts pilot sweeps: from pilots.json while
+    a chain is in its pilots, all of them once it has a checkpoint."""
+    import chefs.mcmc.run as R
+
+    a = _pilot_run(tmp_path, "a")
+    spec = R.load_spec(a)
+    assert R.pilot_sweeps_total(spec) == 18
+    bar = R._poll_bar(spec, a, [0])
+    assert bar.bar.total == 48
+    bar.refresh_from(a)
+    assert bar.bar.n == 48  # finished: 18 pilot sweeps + 30
+    ck = a / "chain-0" / "checkpoint.json"
+    ck.rename(tmp_path / "ck.json")
+    (a / "chain-0" / R.PILOTS_FILE).write_text('{"done": 7, "total": 18}')
+    bar.refresh_from(a)
+    assert bar.bar.n == 7
+    bar.close()
+    assert R.pilot_sweeps_total({"model": {"pilots": 1, "pilot_sweeps": 6}}) == 0

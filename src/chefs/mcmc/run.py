@@ -186,7 +186,15 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         state, model = _fresh_chain(spec, config, run_dir, rng)
         pilots = int((spec.get("model") or {}).get("pilots", 1))
         if pilots > 1:
-            state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model)
+            report = _PilotReport(cdir, progress, run_dir / STOP_FILE)
+            try:
+                state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model, report)
+            except _Stopped:  # asked to stop during the pilots: nothing to checkpoint yet (they run again)
+                store.close()
+                return {"chain": index, "sweep": 0, "started_at": 0, "samples": 0, "stopped": True,
+                        "acceptance": [], "proposals": []}
+            finally:
+                report.close()
         store.truncate_after(0)
         _checkpoint(cdir, ckpt, state, model)
     started_at = state.sweep  # > 0: resumed from a checkpoint (chefs resume, or a Dask task run again)
@@ -249,7 +257,49 @@ def _fresh_chain(spec: dict, config: ChainConfig, run_dir, rng):
     return state, model
 
 
-def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, state, model):
+class _Stopped(Exception):
+    """The stop file appeared while a chain ran its pilots."""
+
+
+PILOTS_FILE = "pilots.json"  # a chain's progress through its pilots (read by the progress bar of other processes)
+
+
+def pilot_sweeps_total(spec: dict) -> int:
+    """Sweeps a chain spends in its pilots before sweep 0 (0 without pilots)."""
+    m = spec.get("model") or {}
+    pilots = int(m.get("pilots", 1))
+    return pilots * int(m.get("pilot_sweeps", 0)) if pilots > 1 else 0
+
+
+class _PilotReport:
+    """After every pilot sweep: the in-process progress (``progress.pilots(done, total)``
+    when the callable has it, as the chain's own bar does), ``chain-C/pilots.json``
+    (``{"done": n}``, at most once per ``STOP_LOOK_SECONDS``) for a bar in another
+    process, and a look for the stop file (raises ``_Stopped``)."""
+
+    def __init__(self, cdir: Path, progress, stop_file: Path):
+        self.path = cdir / PILOTS_FILE
+        self.pilots = getattr(progress, "pilots", None)
+        self.stop_file = stop_file
+        self.last = time.monotonic()
+        self.done = 0
+
+    def __call__(self, total: int) -> None:
+        self.done += 1
+        if self.pilots is not None:
+            self.pilots(self.done, total)
+        now = time.monotonic()
+        if now - self.last >= STOP_LOOK_SECONDS or self.done == total:
+            self.last = now
+            atomic_write_json(self.path, {"done": self.done, "total": total})
+            if self.stop_file.exists():
+                raise _Stopped
+
+    def close(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, state, model, report=None):
     """Multi-start (a start-up heuristic, before any sample is kept; docs/derivations.md
     section 3.7): ``pilots`` short chains from fresh starts, ``pilot_sweeps`` sweeps each
     (structure warm-up included), all on the chain's own random stream; the one whose
@@ -264,7 +314,8 @@ def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, stat
         if p:
             state, model = _fresh_chain(spec, config, run_dir, rng)
         for _ in sample(state, config, sweeps, model):
-            pass
+            if report is not None:
+                report(pilots * sweeps)
         score = model.score_state(state.graph, rng, num_is=draws)
         score = score if np.isfinite(score) else -np.inf
         if best is None or score > best[0]:
@@ -387,19 +438,30 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
 def _bar(spec, c):
     from tqdm.auto import tqdm
 
-    return tqdm(total=spec["sweeps"], desc=f"chain {c}", unit="sweep")
+    bar = tqdm(total=spec["sweeps"] + pilot_sweeps_total(spec), desc=f"chain {c}", unit="sweep")
+    bar.pilot_total = pilot_sweeps_total(spec)  # the pilots' sweeps come first in the bar
+    return bar
 
 
 def _bar_callback(bar):
     from .chain import kern
 
+    offset = getattr(bar, "pilot_total", 0)
+
     def cb(sweep, state):
-        bar.n = sweep
+        bar.n = offset + sweep
         st = state.stats
         acc = {kern.MOVE_NAMES[j]: f"{st[j, 1] / max(st[j, 0], 1):.2f}" for j in range(4)}
         bar.set_postfix(K=state.graph.num_nodes, **acc, refresh=False)
         bar.refresh()
 
+    def pilots(done, total):
+        if done == 1 or done == total or done % 10 == 0:
+            bar.n = done
+            bar.set_postfix_str(f"pilots {done}/{total}", refresh=False)
+            bar.refresh()
+
+    cb.pilots = pilots
     return cb
 
 
@@ -410,15 +472,23 @@ class _poll_bar:
         from tqdm.auto import tqdm
 
         self.chains = chains
-        self.bar = tqdm(total=spec["sweeps"] * len(chains), desc=f"{len(chains)} chains", unit="sweep")
+        self.pilot_total = pilot_sweeps_total(spec)  # counted in the bar: a long pilot phase shows progress too
+        self.bar = tqdm(total=(spec["sweeps"] + self.pilot_total) * len(chains), desc=f"{len(chains)} chains",
+                        unit="sweep")
 
     def refresh_from(self, run_dir):
         total = 0
         for c in self.chains:
-            p = Path(run_dir) / f"chain-{c}" / "checkpoint.json"
+            cdir = Path(run_dir) / f"chain-{c}"
             try:
-                with open(p, encoding="utf-8") as fh:
-                    total += json.load(fh)["sweep"]
+                with open(cdir / "checkpoint.json", encoding="utf-8") as fh:
+                    total += json.load(fh)["sweep"] + self.pilot_total  # the pilots come before the first checkpoint
+                continue
+            except (OSError, ValueError, KeyError):
+                pass
+            try:
+                with open(cdir / PILOTS_FILE, encoding="utf-8") as fh:
+                    total += int(json.load(fh)["done"])
             except (OSError, ValueError, KeyError):
                 pass
         self.bar.n = total
