@@ -69,6 +69,33 @@ def test_temporary_run_directory_is_removed(tmp_path, moons):
     assert (tmp_path / "run" / "chain-0").is_dir()
 
 
+def test_a_stopped_fit_warns_and_keeps_its_samples(tmp_path, moons, monkeypatch):
+    """A stop file (RUN/stop) written during a fit ends its chain early: the fit warns that
+    `chefs resume` continues it and uses the samples kept so far. Control: no warning
+    without the file."""
+    import warnings
+
+    import chefs.mcmc.run as R
+
+    monkeypatch.setattr(R, "STOP_LOOK_SECONDS", 0.0)
+    tr, _ = moons
+    run = tmp_path / "run"
+
+    def stop_at_20(sweep, state):
+        if sweep == 20:
+            (run / R.STOP_FILE).write_text("stop\n")
+
+    with pytest.warns(UserWarning, match="chefs resume"):
+        net = chefs.BeliefNetwork(sweeps=30, burn_in=10, thin=2, seed=1, pilots=1, out=run,
+                                  progress=stop_at_20).fit(tr)
+    assert len(net.samples_) == 5  # sweeps 12, 14, ..., 20
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        net = chefs.BeliefNetwork(sweeps=30, burn_in=10, thin=2, seed=1, pilots=1, out=tmp_path / "b",
+                                  progress=lambda sweep, state: None).fit(tr)
+    assert len(net.samples_) == 10
+
+
 @pytest.mark.parametrize("margin", [None, 0.05, 0.2])
 def test_unit_map_roundtrip_and_jacobian(moons, margin):
     from chefs.density import MARGIN

@@ -26,7 +26,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .mcmc.chain import ChainConfig
-from .mcmc.run import create_run, load_spec, run_chains
+from .mcmc.run import STOP_FILE, create_run, load_spec, run_chains
 # posterior samples as arrays, ancestral draws, importance-sampled densities (re-exported here)
 from .models.predictive import SampleArrays, ancestral, log_density_unit, sample_arrays  # noqa: F401
 
@@ -264,6 +264,11 @@ class BeliefNetwork:
             if client is not None:
                 executor.shutdown(wait=False)
                 client.close()
+        stopped = [r["chain"] for r in self.chain_results_ if r.get("stopped")]
+        if stopped:  # a stop file (RUN/stop) ended them: what they kept so far is used
+            warnings.warn(f"chain(s) {stopped} stopped before their last sweep (the stop file "
+                          f"{self.run_dir_ / STOP_FILE}); `chefs resume {self.run_dir_}` continues the run",
+                          UserWarning, stacklevel=2)
         self._load_samples()
         return self
 
