@@ -236,3 +236,39 @@ def test_cli_mcmc_scheduler_reached_before_the_run_exists(tmp_path, capsys):
         assert main(args + ["--scheduler", cl.scheduler_address, "--out", str(remote)]) == 0
     for c in range(2):
         assert rows(local, c) == rows(remote, c)
+
+
+def test_bar_shows_the_models_acceptance_and_counts_the_pilots_first():
+    """A belief network's chain counts its moves in the model, not in the chain state:
+    the chain's bar reads the model once run_chain binds it (control: unbound, the
+    state's zero counters). Pilot sweeps come first in the bar."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import chefs.mcmc.run as R
+
+    class Bar:
+        n, post, text = 0, None, None
+
+        def set_postfix(self, refresh=True, **kw):
+            self.post = kw
+
+        def set_postfix_str(self, s, refresh=True):
+            self.text = s
+
+        def refresh(self):
+            pass
+
+    stats = np.zeros((7, 2))
+    stats[0] = (10, 5)
+    state = SimpleNamespace(stats=np.zeros((4, 2)), graph=SimpleNamespace(num_nodes=4))
+    for bind, edge in ((False, "0.00"), (True, "0.50")):
+        bar = Bar()
+        cb = R._bar_callback(bar, offset=18)
+        cb.pilots(10, 18)
+        assert bar.n == 10 and bar.text == "pilots 10/18"
+        if bind:
+            cb.bind_model(SimpleNamespace(stats=stats))
+        cb(3, state)
+        assert bar.n == 21 and bar.post["edge"] == edge and bar.post["K"] == 4

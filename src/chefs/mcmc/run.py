@@ -197,6 +197,8 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
                 report.close()
         store.truncate_after(0)
         _checkpoint(cdir, ckpt, state, model)
+    if hasattr(progress, "bind_model"):  # the chain's own bar reads the model's acceptance counters
+        progress.bind_model(model)
     started_at = state.sweep  # > 0: resumed from a checkpoint (chefs resume, or a Dask task run again)
     remaining = spec["sweeps"] - state.sweep
     if stop_after is not None:
@@ -402,7 +404,8 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
         if executor is None:
             for c in todo:
                 bar = _bar(spec, c) if show else None
-                results.append(run_chain(run_dir, c, progress=callback or (_bar_callback(bar) if bar else None)))
+                results.append(run_chain(run_dir, c, progress=callback or (
+                    _bar_callback(bar, pilot_sweeps_total(spec)) if bar else None)))
                 if bar:
                     bar.close()
         else:
@@ -438,19 +441,19 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
 def _bar(spec, c):
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=spec["sweeps"] + pilot_sweeps_total(spec), desc=f"chain {c}", unit="sweep")
-    bar.pilot_total = pilot_sweeps_total(spec)  # the pilots' sweeps come first in the bar
-    return bar
+    return tqdm(total=spec["sweeps"] + pilot_sweeps_total(spec), desc=f"chain {c}", unit="sweep")
 
 
-def _bar_callback(bar):
+def _bar_callback(bar, offset: int = 0):
+    """Progress callable of a chain's own bar; ``offset``: the pilots' sweeps, which come first."""
     from .chain import kern
 
-    offset = getattr(bar, "pilot_total", 0)
+    source = {"model": None}
 
     def cb(sweep, state):
         bar.n = offset + sweep
-        st = state.stats
+        model = source["model"]  # a model's chain counts its moves in the model (the prior's own in the state)
+        st = model.stats if model is not None and hasattr(model, "stats") else state.stats
         acc = {kern.MOVE_NAMES[j]: f"{st[j, 1] / max(st[j, 0], 1):.2f}" for j in range(4)}
         bar.set_postfix(K=state.graph.num_nodes, **acc, refresh=False)
         bar.refresh()
@@ -462,6 +465,7 @@ def _bar_callback(bar):
             bar.refresh()
 
     cb.pilots = pilots
+    cb.bind_model = lambda model: source.__setitem__("model", model)
     return cb
 
 
