@@ -1,0 +1,50 @@
+"""benchmarks/pilot_length.py: a quick smoke run (rows, summary, figure), resuming from its CSV,
+--plot-only, and its option checks."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("pilot_length", REPO / "benchmarks" / "pilot_length.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+pl = _module()
+
+
+def test_quick_run_resumes_and_replots(tmp_path, capsys):
+    out = tmp_path / "pl"
+    argv = ["--out", str(out), "--quick", "--datasets", "iris", "--seeds", "0",
+            "--icp", "a={}", "--icp", 'b={"pilot_sweeps": 4, "pilot_draws": 8}']
+    assert pl.main(argv) == 0
+    rows = list(csv.DictReader(open(out / "pilot_length.csv")))
+    assert sorted((r["model"], r["config"]) for r in rows) == [("dpgmm", ""), ("icp", "a"), ("icp", "b")]
+    assert all(0 <= float(r["hellinger"]) <= 1 and float(r["cpu_seconds"]) > 0 for r in rows)
+    md = (out / "pilot_length.md").read_text()
+    assert "| iris | icp b | 1 |" in md and "HD better than a" in md and "smoke run" in md
+    assert (out / "pilot_length.png").stat().st_size > 0
+    capsys.readouterr()
+    assert pl.main(argv) == 0  # everything is in the CSV: nothing runs again
+    assert "3 rows kept, 0 fits to run" in capsys.readouterr().out
+    assert len(list(csv.DictReader(open(out / "pilot_length.csv")))) == 3
+    (out / "pilot_length.png").unlink()
+    assert pl.main(argv + ["--plot-only"]) == 0 and (out / "pilot_length.png").exists()
+
+
+@pytest.mark.parametrize("argv, msg", [(["--seeds", "1,1"], "--seeds"), (["--datasets", "nope"], "unknown data set"),
+                                       (["--icp", "a={}", "--icp", "a={}"], "labels must differ"),
+                                       (["--icp", 'a={"sweeps": 5}'], "--sweeps"), (["--jobs", "0"], "--jobs")])
+def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, msg):
+    assert pl.main(["--out", str(tmp_path / "o"), *argv]) == 2
+    assert msg in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
