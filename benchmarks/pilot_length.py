@@ -192,6 +192,8 @@ def main(argv=None) -> int:
             raise ValueError(f"--seeds must be distinct non-negative integers, got {a.seeds!r}")
         if a.jobs < 1:
             raise ValueError(f"--jobs must be a positive integer, got {a.jobs}")
+        if a.plot_only and not (Path(a.out) / "pilot_length.csv").exists():
+            raise ValueError(f"--plot-only redraws {Path(a.out) / 'pilot_length.csv'}, which does not exist")
     except ValueError as err:
         print(f"pilot_length: error: {err}", file=sys.stderr)
         return 2

@@ -43,7 +43,8 @@ def test_quick_run_resumes_and_replots(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, msg", [(["--seeds", "1,1"], "--seeds"), (["--datasets", "nope"], "unknown data set"),
                                        (["--icp", "a={}", "--icp", "a={}"], "labels must differ"),
-                                       (["--icp", 'a={"sweeps": 5}'], "--sweeps"), (["--jobs", "0"], "--jobs")])
+                                       (["--icp", 'a={"sweeps": 5}'], "--sweeps"), (["--jobs", "0"], "--jobs"),
+                                       (["--plot-only"], "does not exist")])
 def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, msg):
     assert pl.main(["--out", str(tmp_path / "o"), *argv]) == 2
     assert msg in capsys.readouterr().err
