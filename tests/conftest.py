@@ -11,6 +11,18 @@ settings.load_profile("chefs")
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+def load_script(relpath: str):
+    """A script of the repository that is not part of the package (``benchmarks/*.py``,
+    ``docs/check_links.py``), imported as a module so that tests can call its functions."""
+    import importlib.util
+
+    path = REPO / relpath
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest-xdist runs one worker per core: numba's threads would oversubscribe them
     from chefs._threads import limit_numba_threads, share_cores

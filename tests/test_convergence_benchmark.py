@@ -4,21 +4,12 @@ and a smoke run on iris (a few seconds); the full benchmark is not run here."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 
 import pytest
 
-from .conftest import REPO
+from .conftest import load_script
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location("convergence", REPO / "benchmarks" / "convergence.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-conv = _module()
+conv = load_script("benchmarks/convergence.py")
 
 
 def test_icp_option_is_a_label_and_belief_network_arguments():

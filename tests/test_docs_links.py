@@ -2,20 +2,14 @@
 on a tiny site written here; the real site is checked by the README's test command
 after it is built."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-CHECKER = Path(__file__).resolve().parents[1] / "docs" / "check_links.py"
+from .conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def check_links():
-    spec = importlib.util.spec_from_file_location("check_links", CHECKER)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("docs/check_links.py")
 
 
 def _site(tmp_path, extra=""):

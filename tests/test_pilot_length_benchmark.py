@@ -4,22 +4,12 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import load_script
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location("pilot_length", REPO / "benchmarks" / "pilot_length.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-pl = _module()
+pl = load_script("benchmarks/pilot_length.py")
 
 
 def test_quick_run_resumes_and_replots(tmp_path, capsys):
