@@ -79,6 +79,12 @@ def dpgmm_cell(ds, seed, data_dir, quick=False):
             "heldout_loglik": ll, "cpu_seconds": cpu, "truth": truth}
 
 
+def run_fit(task, data_dir, quick):
+    """A task of the run: ("dpgmm", ds, seed, "", {}) or ("icp", ds, seed, label, kw)."""
+    kind, ds, seed, label, kw = task
+    return dpgmm_cell(ds, seed, data_dir, quick) if kind == "dpgmm" else icp_cell(ds, seed, label, kw, data_dir, quick)
+
+
 def read_rows(path):
     if not path.exists():
         return []
@@ -222,20 +228,15 @@ def main(argv=None) -> int:
                 print(f"  {row['dataset']} {row['seed']} {row['model']} {row['config']}: HD {row['hellinger']:.4f}, "
                       f"held-out {row['heldout_loglik']:.3f}, {row['cpu_seconds']:.0f} CPU s", flush=True)
 
-            def job(t):
-                return (dpgmm_cell(t[1], t[2], a.data_dir, a.quick) if t[0] == "dpgmm"
-                        else icp_cell(*t[1:], a.data_dir, a.quick))
-
             if a.jobs == 1:
                 for t in todo:
-                    record(job(t))
+                    record(run_fit(t, a.data_dir, a.quick))
             else:
                 import concurrent.futures as cf
                 import multiprocessing as mp
 
                 with cf.ProcessPoolExecutor(a.jobs, mp_context=mp.get_context("spawn")) as ex:
-                    futures = [ex.submit(dpgmm_cell, t[1], t[2], a.data_dir, a.quick) if t[0] == "dpgmm"
-                               else ex.submit(icp_cell, *t[1:], a.data_dir, a.quick) for t in todo]
+                    futures = [ex.submit(run_fit, t, a.data_dir, a.quick) for t in todo]
                     for f in cf.as_completed(futures):
                         record(f.result())
     rows = [r for r in rows if r["dataset"] in datasets and r["seed"] in seeds]

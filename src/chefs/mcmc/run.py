@@ -186,7 +186,7 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         state, model = _fresh_chain(spec, config, run_dir, rng)
         pilots = int((spec.get("model") or {}).get("pilots", 1))
         if pilots > 1:
-            report = _PilotReport(cdir, progress, run_dir / STOP_FILE)
+            report = _PilotReport(cdir, progress, run_dir / STOP_FILE, pilot_sweeps_total(spec))
             try:
                 state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model, report)
             except _Stopped:  # asked to stop during the pilots: nothing to checkpoint yet (they run again)
@@ -279,21 +279,22 @@ class _PilotReport:
     (``{"done": n}``, at most once per ``STOP_LOOK_SECONDS``) for a bar in another
     process, and a look for the stop file (raises ``_Stopped``)."""
 
-    def __init__(self, cdir: Path, progress, stop_file: Path):
+    def __init__(self, cdir: Path, progress, stop_file: Path, total: int):
         self.path = cdir / PILOTS_FILE
+        self.total = total
         self.pilots = getattr(progress, "pilots", None)
         self.stop_file = stop_file
         self.last = time.monotonic()
         self.done = 0
 
-    def __call__(self, total: int) -> None:
+    def __call__(self) -> None:
         self.done += 1
         if self.pilots is not None:
-            self.pilots(self.done, total)
+            self.pilots(self.done, self.total)
         now = time.monotonic()
-        if now - self.last >= STOP_LOOK_SECONDS or self.done == total:
+        if now - self.last >= STOP_LOOK_SECONDS or self.done == self.total:
             self.last = now
-            atomic_write_json(self.path, {"done": self.done, "total": total})
+            atomic_write_json(self.path, {"done": self.done, "total": self.total})
             if self.stop_file.exists():
                 raise _Stopped
 
@@ -317,7 +318,7 @@ def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, stat
             state, model = _fresh_chain(spec, config, run_dir, rng)
         for _ in sample(state, config, sweeps, model):
             if report is not None:
-                report(pilots * sweeps)
+                report()
         score = model.score_state(state.graph, rng, num_is=draws)
         score = score if np.isfinite(score) else -np.inf
         if best is None or score > best[0]:
