@@ -14,6 +14,14 @@ time of each is reported with two ratios:
 
 Each run also checks that its table equals the first run's, value for value.
 
+``--one-core-each`` gives every worker one core of its own, as a cluster's
+single-threaded workers have: each Dask worker process is pinned to its own core
+(``os.sched_setaffinity``, before the client connects), and so is the
+``--jobs 1`` process; the ``--jobs 2`` processes run 1 numba thread each as
+always. Without it (the default), the one worker of the 1-worker settings runs
+its numba threads on both cores of this machine (chefs shares a host's cores
+among its Dask threads), so that baseline is already partly parallel.
+
 Usage: python benchmarks/dask_table1.py [--datasets ring,iris,...] [--models icp,kde,...] [--repeats 3]
 (default: the whole quick table, all nine data sets and six models)
 """
@@ -40,30 +48,45 @@ def _table(out: Path) -> dict:
                 for r in csv.DictReader(fh)}
 
 
-def _run(args: list[str], out: Path) -> float:
+def _run(args: list[str], out: Path, core: int | None = None) -> float:
+    """One ``chefs bench table1 --quick`` process; on the one core ``core`` when given."""
+    pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
+    env = None if core is None else {**os.environ, "NUMBA_NUM_THREADS": "1"}  # not two threads on the one core
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "chefs.cli", "bench", "table1", "--quick", "--out", str(out)] + args,
-                   check=True, stdout=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, preexec_fn=pin, env=env)
     return time.perf_counter() - t0
 
 
-def _dask(workers: int, args: list[str], out: Path) -> float:
-    from distributed import LocalCluster
+def _pin(core: int) -> list[int]:
+    """On a worker: run on ``core`` only; the cores it may use afterwards."""
+    os.sched_setaffinity(0, {core})
+    return sorted(os.sched_getaffinity(0))
+
+
+def _dask(workers: int, args: list[str], out: Path, one_core_each: bool = False) -> float:
+    from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=":0") as cluster:
+        if one_core_each:  # before the chefs client connects, so that it counts one core per worker
+            with Client(cluster) as client:
+                for core, addr in enumerate(sorted(client.nthreads())):
+                    if client.run(_pin, core % os.cpu_count(), workers=[addr])[addr] != [core % os.cpu_count()]:
+                        raise SystemExit(f"could not pin the worker {addr} to core {core}")
         return _run(args + ["--scheduler", cluster.scheduler_address], out)
 
 
-def main(datasets: str | None, models: str | None, repeats: int) -> None:
+def main(datasets: str | None, models: str | None, repeats: int, one_core_each: bool = False) -> None:
     # this checkout's chefs in the chefs processes and the Dask workers alike
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)
     args = (["--datasets", datasets] if datasets else []) + (["--models", models] if models else [])
+    one = 0 if one_core_each else None
     settings = {
-        "local, --jobs 1": lambda out: _run(args + ["--jobs", "1"], out),
+        "local, --jobs 1": lambda out: _run(args + ["--jobs", "1"], out, core=one),
         "local, --jobs 2": lambda out: _run(args + ["--jobs", "2"], out),
-        "Dask, 1 worker": lambda out: _dask(1, args, out),
-        "Dask, 2 workers": lambda out: _dask(2, args, out),
+        "Dask, 1 worker": lambda out: _dask(1, args, out, one_core_each),
+        "Dask, 2 workers": lambda out: _dask(2, args, out, one_core_each),
     }
     times = {name: [] for name in settings}
     reference = None
@@ -80,7 +103,8 @@ def main(datasets: str | None, models: str | None, repeats: int) -> None:
                 print(f"repeat {r + 1}: {name:16s} {times[name][-1]:7.1f} s", flush=True)
     med = {name: statistics.median(ts) for name, ts in times.items()}
     print(f"\nchefs bench table1 --quick {' '.join(args)}: {len(reference)} rows, wall seconds, median of {repeats} "
-          f"({os.cpu_count()} cores)")
+          f"({os.cpu_count()} cores; " + ("one core per worker and for --jobs 1)" if one_core_each
+                                           else "the 1-worker settings' numba threads on all of them)"))
     for name, ts in times.items():
         print(f"  {name:16s} median {med[name]:7.1f}   runs {', '.join(f'{t:.1f}' for t in ts)}")
     speedup = med["Dask, 1 worker"] / med["Dask, 2 workers"]
@@ -95,5 +119,7 @@ if __name__ == "__main__":
     ap.add_argument("--datasets", default=None, help="comma-separated (default: all nine)")
     ap.add_argument("--models", default=None, help="comma-separated (default: all six)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--one-core-each", action="store_true",
+                    help="pin every Dask worker, and the --jobs 1 process, to a core of its own")
     a = ap.parse_args()
-    main(a.datasets, a.models, a.repeats)
+    main(a.datasets, a.models, a.repeats, a.one_core_each)
