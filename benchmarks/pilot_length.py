@@ -11,6 +11,8 @@ evaluation is Table 1's rule, not tuned: as many fantasy points as test points a
 set (HD), and the mean held-out log-density per test point with 512 importance draws. CPU seconds:
 process time of the fit in its own process (numba on one thread). DP-GMM (Table 1's code and
 random stream) and, on the synthetic sets, the true held-out log-density are the references.
+A configuration with ``"prior": "cibp"`` or ``"ecibp"`` runs that prior's cell instead (its chain
+seed; the CSV's ``model`` column names the prior).
 
 Use development splits (the default 10, 11, 12), not Table 1's 0-2, to choose between settings.
 
@@ -51,7 +53,8 @@ def icp_cell(ds, seed, label, kw, data_dir, quick=False):
     limit_threads(1)
     settings, _ = chain_settings(quick)
     train, test = _training_split(ds, seed, settings, data_dir)
-    rng = np.random.default_rng([seed, 1, 2 + MODELS.index("icp")])  # Table 1's ICP stream
+    model = kw.get("prior", "icp")
+    rng = np.random.default_rng([seed, 1, 2 + MODELS.index(model)])  # Table 1's stream of this prior's cell
     opts = {"num_tries": settings["num_tries"], "margin": settings["margin"], "pilots": settings["pilots"], **kw}
     t0 = time.process_time()
     net = BeliefNetwork(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
@@ -59,7 +62,7 @@ def icp_cell(ds, seed, label, kw, data_dir, quick=False):
     cpu = time.process_time() - t0
     draws = settings["heldout_draws"] if quick else HELDOUT_DRAWS
     fantasy, ll, _ = evaluate_network(net, test, test.shape[0], rng, draws)
-    return {"dataset": ds, "seed": seed, "model": "icp", "config": label, "hellinger": hellinger(fantasy, test),
+    return {"dataset": ds, "seed": seed, "model": model, "config": label, "hellinger": hellinger(fantasy, test),
             "heldout_loglik": ll, "cpu_seconds": cpu, "truth": ""}
 
 
@@ -80,7 +83,7 @@ def dpgmm_cell(ds, seed, data_dir, quick=False):
 
 
 def run_fit(task, data_dir, quick):
-    """A task of the run: ("dpgmm", ds, seed, "", {}) or ("icp", ds, seed, label, kw)."""
+    """A task of the run: ("dpgmm", ds, seed, "", {}) or ("net", ds, seed, label, kw)."""
     kind, ds, seed, label, kw = task
     return dpgmm_cell(ds, seed, data_dir, quick) if kind == "dpgmm" else icp_cell(ds, seed, label, kw, data_dir, quick)
 
@@ -103,15 +106,16 @@ def summary(rows, datasets, configs) -> str:
            f"{labels[0]} | held-out better than {labels[0]} | CPU s, median |", "|---|---|---|---|---|---|---|---|"]
     for ds in datasets:
         first = {r["seed"]: r for r in rows if r["dataset"] == ds and r["config"] == labels[0]}
-        for model, lab in [("icp", lab) for lab in labels] + [("dpgmm", "")]:
-            rs = [r for r in rows if r["dataset"] == ds and r["model"] == model and r["config"] == lab]
+        for model, lab in [("net", lab) for lab in labels] + [("dpgmm", "")]:
+            rs = [r for r in rows if r["dataset"] == ds and (r["model"] == "dpgmm") == (model == "dpgmm")
+                  and r["config"] == lab]
             if not rs:
                 continue
             paired = [r for r in rs if r["seed"] in first]
             hd = sum(r["hellinger"] < first[r["seed"]]["hellinger"] for r in paired)
             ll = sum(r["heldout_loglik"] > first[r["seed"]]["heldout_loglik"] for r in paired)
-            name = f"icp {lab}" if model == "icp" else "dpgmm"
-            better = ("—", "—") if lab == labels[0] or model != "icp" else (f"{hd} of {len(paired)}",
+            name = f"{rs[0]['model']} {lab}" if model == "net" else "dpgmm"
+            better = ("—", "—") if lab == labels[0] or model != "net" else (f"{hd} of {len(paired)}",
                                                                               f"{ll} of {len(paired)}")
             out.append(f"| {ds} | {name} | {len(rs)} | {np.mean([r['hellinger'] for r in rs]):.4f} | "
                        f"{np.mean([r['heldout_loglik'] for r in rs]):.3f} | {better[0]} | {better[1]} | "
@@ -139,14 +143,14 @@ def figure(rows, datasets, configs, path):
             ax = axes[k, j]
             for s in seeds:  # the configurations of one split, joined
                 ys = [r[key] for lab in labels for r in rows
-                      if r["dataset"] == ds and r["seed"] == s and r["config"] == lab and r["model"] == "icp"]
+                      if r["dataset"] == ds and r["seed"] == s and r["config"] == lab and r["model"] != "dpgmm"]
                 if len(ys) > 1:
                     ax.plot([x[s]] * len(ys), ys, color="0.8", lw=1, zorder=1)
             for c, lab in enumerate(labels):
                 pts = [(x[r["seed"]], r[key]) for r in rows
-                       if r["dataset"] == ds and r["config"] == lab and r["model"] == "icp"]
+                       if r["dataset"] == ds and r["config"] == lab and r["model"] != "dpgmm"]
                 if pts:
-                    ax.scatter(*zip(*pts), color=colors[c % len(colors)], label=f"ICP {lab}", zorder=2, s=28)
+                    ax.scatter(*zip(*pts), color=colors[c % len(colors)], label=lab, zorder=2, s=28)
             ref = [(x[r["seed"]], r[key]) for r in rows if r["dataset"] == ds and r["model"] == "dpgmm"]
             if ref:
                 ax.scatter(*zip(*ref), marker="_", s=240, color="k", label="DP-GMM", zorder=3)
@@ -212,8 +216,8 @@ def main(argv=None) -> int:
     if not a.plot_only:
         done = {(r["dataset"], r["seed"], r["model"], r["config"]) for r in rows}
         todo = [("dpgmm", ds, s, "", {}) for ds in datasets for s in seeds if (ds, s, "dpgmm", "") not in done]
-        todo += [("icp", ds, s, lab, kw) for ds in datasets for s in seeds for lab, kw in configs
-                 if (ds, s, "icp", lab) not in done]
+        todo += [("net", ds, s, lab, kw) for ds in datasets for s in seeds for lab, kw in configs
+                 if (ds, s, kw.get("prior", "icp"), lab) not in done]
         print(f"{len(rows)} rows kept, {len(todo)} fits to run with {a.jobs} process(es)", flush=True)
         new = not path.exists()
         with open(path, "a", newline="") as fh:

@@ -15,18 +15,20 @@ pl = load_script("benchmarks/pilot_length.py")
 def test_quick_run_resumes_and_replots(tmp_path, capsys):
     out = tmp_path / "pl"
     argv = ["--out", str(out), "--quick", "--datasets", "iris", "--seeds", "0",
-            "--icp", "a={}", "--icp", 'b={"pilot_sweeps": 4, "pilot_draws": 8}']
+            "--icp", "a={}", "--icp", 'b={"pilot_sweeps": 4, "pilot_draws": 8}', "--icp", 'e={"prior": "ecibp"}']
     assert pl.main(argv) == 0
     rows = list(csv.DictReader(open(out / "pilot_length.csv")))
-    assert sorted((r["model"], r["config"]) for r in rows) == [("dpgmm", ""), ("icp", "a"), ("icp", "b")]
+    assert sorted((r["model"], r["config"]) for r in rows) == [("dpgmm", ""), ("ecibp", "e"), ("icp", "a"),
+                                                                ("icp", "b")]
     assert all(0 <= float(r["hellinger"]) <= 1 and float(r["cpu_seconds"]) > 0 for r in rows)
     md = (out / "pilot_length.md").read_text()
-    assert "| iris | icp b | 1 |" in md and "HD better than a" in md and "smoke run" in md
+    assert "| iris | icp b | 1 |" in md and "| iris | ecibp e | 1 |" in md and "HD better than a" in md
+    assert "smoke run" in md
     assert (out / "pilot_length.png").stat().st_size > 0
     capsys.readouterr()
     assert pl.main(argv) == 0  # everything is in the CSV: nothing runs again
-    assert "3 rows kept, 0 fits to run" in capsys.readouterr().out
-    assert len(list(csv.DictReader(open(out / "pilot_length.csv")))) == 3
+    assert "4 rows kept, 0 fits to run" in capsys.readouterr().out
+    assert len(list(csv.DictReader(open(out / "pilot_length.csv")))) == 4
     (out / "pilot_length.png").unlink()
     assert pl.main(argv + ["--plot-only"]) == 0 and (out / "pilot_length.png").exists()
 
