@@ -14,8 +14,7 @@ from ._util import nonneg_int, positive_float, positive_int, print_chain_compari
 
 
 def register(sub) -> None:
-    from ..causal import MAX_COLUMNS
-    from ..density import MARGIN
+    from ..causal import CAUSAL_MARGIN, MAX_COLUMNS
 
     d = sub.add_parser("discover", help="posterior over causal graphs with hidden common causes (ICP belief network "
                                         "with free observed orders)")
@@ -33,8 +32,9 @@ def register(sub) -> None:
     d.add_argument("--gamma", type=positive_float, default=1.0, help="initial gamma (sampled unless --fixed-hyper)")
     d.add_argument("--phi", type=positive_float, default=1.0, help="initial phi (sampled unless --fixed-hyper)")
     d.add_argument("--fixed-hyper", action="store_true", help="keep alpha, gamma, phi fixed")
-    d.add_argument("--margin", type=float, default=MARGIN,
-                   help="unit-map margin: each column's range goes onto [MARGIN, 1 - MARGIN]")
+    d.add_argument("--margin", type=float, default=CAUSAL_MARGIN,
+                   help="unit-map margin: each column's range goes onto [MARGIN, 1 - MARGIN] (default: "
+                        f"{CAUSAL_MARGIN}, that of docs/results-causal.md)")
     d.add_argument("--pilots", type=positive_int, default=1, metavar="P",
                    help="multi-start pilots per chain (docs/derivations.md 3.7)")
     d.add_argument("--warmup", type=nonneg_int, default=None,
