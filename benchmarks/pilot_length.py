@@ -133,14 +133,19 @@ def figure(rows, datasets, configs, path):
     import matplotlib.pyplot as plt
 
     labels = [c[0] for c in configs]
-    fig, axes = plt.subplots(2, len(datasets), figsize=(4.2 * len(datasets), 6.5), squeeze=False)
+    cols = min(len(datasets), 5)  # up to five data sets side by side, then another pair of rows
+    bands = -(-len(datasets) // cols)
+    fig, axes = plt.subplots(2 * bands, cols, figsize=(4.2 * cols, 6.5 * bands), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for j, ds in enumerate(datasets):
+    for ax in axes[2 * (bands - 1):, len(datasets) - cols * (bands - 1):].flat:  # the last band's empty places
+        ax.set_visible(False)
+    for n, ds in enumerate(datasets):
+        band, j = divmod(n, cols)
         seeds = sorted({r["seed"] for r in rows if r["dataset"] == ds})
         x = {s: i for i, s in enumerate(seeds)}
         for k, (key, name) in enumerate((("hellinger", "HD (lower is better)"),
                                         ("heldout_loglik", "held-out log-density per point"))):
-            ax = axes[k, j]
+            ax = axes[2 * band + k, j]
             for s in seeds:  # the configurations of one split, joined
                 ys = [r[key] for lab in labels for r in rows
                       if r["dataset"] == ds and r["seed"] == s and r["config"] == lab and r["model"] != "dpgmm"]
@@ -162,7 +167,7 @@ def figure(rows, datasets, configs, path):
             ax.set_xticks(range(len(seeds)), [str(s) for s in seeds])
             ax.set_xlabel("split")
             ax.set_title(f"{ds}: {name}", fontsize=9)
-            if j == 0 and k == 0:
+            if n == 0 and k == 0:
                 ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

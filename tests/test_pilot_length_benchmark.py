@@ -41,3 +41,22 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, msg):
     assert pl.main(["--out", str(tmp_path / "o"), *argv]) == 2
     assert msg in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_plot_only_wraps_many_data_sets(tmp_path):
+    """Six data sets: two bands of rows (five panels across, then one), each panel from the CSV."""
+    out = tmp_path / "pl"
+    out.mkdir()
+    names = ["ring", "two-moons", "pinwheel", "geyser", "iris", "yeast"]
+    with open(out / "pilot_length.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=pl.FIELDS)
+        w.writeheader()
+        for k, ds in enumerate(names):
+            for cfg, hd in (("a", 0.1 + k / 100), ("b", 0.2 + k / 100)):
+                w.writerow({"dataset": ds, "seed": 3, "model": "icp", "config": cfg, "hellinger": hd,
+                            "heldout_loglik": -1.0 - k, "cpu_seconds": 1.0, "truth": ""})
+    assert pl.main(["--out", str(out), "--plot-only", "--datasets", ",".join(names), "--seeds", "3",
+                    "--icp", "a={}", "--icp", 'b={"margin": 0.2}']) == 0
+    md = (out / "pilot_length.md").read_text()
+    assert all(f"| {ds} | icp b | 1 | {0.2 + k / 100:.4f} |" in md for k, ds in enumerate(names))
+    assert (out / "pilot_length.png").stat().st_size > 0
