@@ -293,7 +293,7 @@ class CausalDiscovery(BeliefNetwork):
     except ``inputs`` (conditioning on inputs fixes orders). Defaults here: one pilot
     per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
     available but untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of
-    the documented results; the belief network's default is 0.1 since stop 29).
+    the documented results, whatever the belief network's default).
 
     After :meth:`fit`, ``summary_`` holds a :class:`CausalSummary` and the run
     directory holds ``edges.csv``, ``causal.json`` (the confounder-count
