@@ -58,7 +58,8 @@ def register(sub) -> None:
                         "pilots right: docs/derivations.md 3.9)")
     f.add_argument("--margin", type=float, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
-                        f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN)")
+                        f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN; 0.1 fits real, "
+                        "multi-column data better, docs/derivations.md 3.1)")
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     f.add_argument("--weight-prior", default=None, metavar="SHAPE,RATE",
