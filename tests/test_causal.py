@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from chefs.causal import CausalDiscovery, CausalSummary, relations
+from chefs.density import BeliefNetwork
 from chefs.cli import main
 from chefs.mcmc.chain import ChainConfig
 from chefs.models import nlgbn as nl
@@ -256,6 +257,17 @@ def test_bad_settings_are_refused():
         CausalDiscovery(inputs=(0,))
     with pytest.raises(ValueError, match="ICP prior"):
         CausalDiscovery(prior="cibp")
+
+
+def test_margin_is_pinned_apart_from_the_density_default(monkeypatch):
+    """Causal discovery takes its margin from CAUSAL_MARGIN (that of its documented results), not from the
+    belief network's default; an explicit margin wins."""
+    import chefs.causal
+
+    assert CausalDiscovery().margin == chefs.causal.CAUSAL_MARGIN == 0.3
+    assert CausalDiscovery(margin=0.1).margin == 0.1
+    monkeypatch.setattr(chefs.causal, "CAUSAL_MARGIN", 0.2)
+    assert CausalDiscovery().margin == 0.2 and BeliefNetwork().margin == 0.3
 
 
 def _csv(path, X, header="a,b,c"):
