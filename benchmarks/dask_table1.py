@@ -127,6 +127,7 @@ if __name__ == "__main__":
     ap.add_argument("--models", default=None, help="comma-separated (default: all six)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--one-core-each", action="store_true",
-                    help="pin every Dask worker, and the --jobs 1 process, to a core of its own")
+                    help="also run --jobs 1 and a 1-worker cluster each on one core of its own, and report the "
+                         "throughput of 2 workers against that worker")
     a = ap.parse_args()
     main(a.datasets, a.models, a.repeats, a.one_core_each)

@@ -43,8 +43,8 @@ DATASETS = ("two-moons", "pinwheel", "ring")
 HELDOUT_DRAWS = 512
 
 
-def icp_cell(ds, seed, label, kw, data_dir, quick=False):
-    """One Table 1 ICP cell with the options ``kw``: a CSV row."""
+def net_cell(ds, seed, label, kw, data_dir, quick=False):
+    """One Table 1 belief-network cell (the ICP unless ``kw`` names a prior) with the options ``kw``: a CSV row."""
     from chefs._threads import limit_threads
     from chefs.bench.table1 import MODELS, _training_split, chain_settings, evaluate_network
     from chefs.density import BeliefNetwork
@@ -85,7 +85,7 @@ def dpgmm_cell(ds, seed, data_dir, quick=False):
 def run_fit(task, data_dir, quick):
     """A task of the run: ("dpgmm", ds, seed, "", {}) or ("net", ds, seed, label, kw)."""
     kind, ds, seed, label, kw = task
-    return dpgmm_cell(ds, seed, data_dir, quick) if kind == "dpgmm" else icp_cell(ds, seed, label, kw, data_dir, quick)
+    return dpgmm_cell(ds, seed, data_dir, quick) if kind == "dpgmm" else net_cell(ds, seed, label, kw, data_dir, quick)
 
 
 def read_rows(path):

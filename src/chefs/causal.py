@@ -302,7 +302,7 @@ class CausalDiscovery(BeliefNetwork):
     summaries mean.
     """
 
-    def __init__(self, *args, pilots: int = 1, threshold: float = 0.5, margin: float = None, **kw):
+    def __init__(self, *args, pilots: int = 1, threshold: float = 0.5, margin: float | None = None, **kw):
         if not 0 <= threshold < 1:
             raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
         self.threshold = float(threshold)
