@@ -604,7 +604,12 @@ class NLGBN:
                 "u_hidden_sum": float(self.U[hid].mean(axis=1).sum()) if hid.size else 0.0,
                 # joint functions of structure and data (the structure moves' business)
                 "indeg_x_yvar": float(np.sum(state.npar[obs] * self.Y[obs].var(axis=1))),
-                "indeg_x_ysq": float(np.sum(state.npar[obs] * (self.Y[obs] ** 2).mean(axis=1)))}
+                "indeg_x_ysq": float(np.sum(state.npar[obs] * (self.Y[obs] ** 2).mean(axis=1))),
+                # how much of the data the parents explain: the covariance of each observed unit's
+                # mean with its data (the births' and deaths' business: a new unit or weight chosen
+                # without regard to the data leaves it lower)
+                "mu_y_cov": float(np.sum(np.mean((self.MU[obs] - self.MU[obs].mean(axis=1, keepdims=True))
+                                                 * (self.Y[obs] - self.Y[obs].mean(axis=1, keepdims=True)), axis=1)))}
 
     # ------------------------------------------------------------- pilots
     def score_state(self, state, rng, num_is: int = 32, max_points: int = 1000) -> float:
