@@ -60,9 +60,11 @@ SENSITIVE = {"rho_prior": (4.0, 1.0), "weight_var": 4.0}  # data informative abo
 GW = {"sweeps_between": 2}
 
 
-def make_model(D=1, N=5, seed=0, structure_moves=3, **kw):
+def make_model(D=1, N=5, seed=0, structure_moves=3, cls=None, **kw):
+    """An NLGBN (or subclass ``cls``) on N uniform points in [0.2, 0.8]^D, capacity 16, 4 MTM tries."""
     rng = np.random.default_rng(seed)
-    return NLGBN(rng.uniform(0.2, 0.8, size=(N, D)), 16, rng, num_tries=4, structure_moves=structure_moves, **kw)
+    return (cls or NLGBN)(rng.uniform(0.2, 0.8, size=(N, D)), 16, rng, num_tries=4, structure_moves=structure_moves,
+                          **kw)
 
 
 def test_a_plant_on_the_models_own_sweep_is_refused():
@@ -568,8 +570,7 @@ def _one_move_stationarity(move, seed=4, replicates=4000):
     matters."""
     from chefs.mcmc.geweke import stationarity_test
 
-    rng = np.random.default_rng(0)
-    model = _OneMoveOnly(rng.uniform(0.2, 0.8, size=(20, 1)), 16, rng, num_tries=4, structure_moves=5, **SENSITIVE)
+    model = make_model(N=20, structure_moves=5, cls=_OneMoveOnly, **SENSITIVE)
     model.only = move
     zs = stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2, np.random.default_rng(seed))
     return zs, model.stats
