@@ -68,6 +68,72 @@ def test_stable_for_separated_clusters(gap):
     np.testing.assert_allclose(mix.q_root, bf["q_root"], atol=1e-9)
 
 
+def _floor_heavy_problem(n=300, d=6, seed=11):
+    """Weights of a tight fit in several dimensions: most entries sit at the floor
+    e^LOG_FLOOR of their row, as on cloud (docs/derivations-outtree.md section 12)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * 3.0
+    return -0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2) / 0.3 ** 2
+
+
+def _eliminated(lb, exponent):
+    B, _ = mt.normalized_weights(lb)
+    B *= 2.0 ** exponent
+    log_pivot = np.zeros(B.shape[0])
+    mt._gth_eliminate(B, log_pivot)
+    return B, log_pivot
+
+
+def _subnormal_products(lb, exponent):
+    """Unblocked GTH elimination (the products ``_gth_eliminate`` forms, one pivot at a
+    time) of the row-normalised weights times ``2^exponent``: how many of the products
+    ``(B[i, k] / pivot_k) B[k, j]`` are subnormal numbers."""
+    B, _ = mt.normalized_weights(lb)
+    B *= 2.0 ** exponent
+    tiny = np.finfo(float).tiny
+    count = 0
+    for k in range(B.shape[0] - 1, 0, -1):
+        prod = np.outer(B[:k, k] / B[k, :k].sum(), B[k, :k])
+        count += int(np.sum((prod > 0) & (prod < tiny)))
+        B[:k, :k] += prod
+    return count
+
+
+def test_scaled_elimination_forms_no_subnormal_numbers():
+    """The power-of-two scale keeps every product of the GTH elimination a normal number
+    (subnormal arithmetic made cloud's direct path 18x slower); the unscaled elimination of
+    the same matrix is the control and forms thousands of them. The library's blocked
+    elimination gives the same pivots with and without the scale, up to the factor 2^e."""
+    lb = _floor_heavy_problem(n=150)
+    n = lb.shape[0]
+    assert np.mean(lb - lb.max(axis=1, keepdims=True) < mt.LOG_FLOOR) > 0.3  # the floor is common
+    e = mt.gth_scale_exponent(n)
+    assert _subnormal_products(lb, e) == 0
+    assert _subnormal_products(lb, 0) > 1000  # control: no scaling
+    B, log_pivot = _eliminated(lb, e)
+    B0, log_pivot0 = _eliminated(lb, 0)
+    assert np.all(np.isfinite(log_pivot))
+    np.testing.assert_allclose(log_pivot[1:] - e * np.log(2.0), log_pivot0[1:], rtol=0, atol=1e-9)
+
+
+def test_scale_exponent_keeps_the_range():
+    for n in (2, 10, 1000, 5000, 20000, 10**6):
+        e = mt.gth_scale_exponent(n)
+        assert 0 < e <= -mt.LOG_FLOOR / np.log(2.0)
+        assert np.isfinite(n * 2.0 ** e) and n * 2.0 ** e < np.finfo(float).max / 4
+    assert mt.gth_scale_exponent(1000) == 1009  # floor e^-700 -> about 0.53
+
+
+def test_all_roots_at_floor_level_weights_match_enumeration():
+    """Clusters joined only by weights a little above the floor (e^-690): every log Z_r
+    still equals enumeration, with the scaled elimination."""
+    rng = np.random.default_rng(690)
+    lb, lr = _random_problem(rng, 6, spread=1.0)
+    lb[:3, 3:] -= 690.0
+    lb[3:, :3] -= 690.0
+    np.testing.assert_allclose(log_partition_all_roots(lb), brute_force(lb, lr)["log_z"], atol=1e-9)
+
+
 def test_all_roots_matches_single_root_large():
     rng = np.random.default_rng(3)
     lb = rng.normal(size=(300, 300))
