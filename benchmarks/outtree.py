@@ -14,9 +14,15 @@ Reports
 5. with ``--direct``, seconds per point of the exact O(T^3) direct path
    (``Predictive.log_ratio_direct``, used for points near weakly coupled training
    points) with 1 and 2 threads, against the O(T^2 + k^3) fast path, in one run
-   (pinwheel, first T = 1000 training points; medians of ``--repeats``).
+   (pinwheel, first T = 1000 training points; medians of ``--repeats``);
+6. with ``--subnormal``, seconds per point of the direct path with the GTH
+   elimination scaled by ``2^gth_scale_exponent(T)`` (shipped) and unscaled (the
+   old code, whose floor-level products went subnormal), on the fit of Table 1's
+   seed-0 out-tree cell of each data set, in one run, with the largest difference of the two paths' log ratios
+   (docs/derivations-outtree.md section 12).
 
 Usage: CHEFS_DATA=/work/shared/data python benchmarks/outtree.py [--repeats 3] [--all] [--direct]
+       [--subnormal [--datasets cloud,abalone,...]]
 """
 
 from __future__ import annotations
@@ -94,6 +100,43 @@ def direct_path(repeats: int, T: int = 1000, points: int = 8) -> None:
               flush=True)
 
 
+def subnormal(datasets, repeats: int, T: int = 1000, points: int = 6) -> None:
+    """The direct path with and without the power-of-two scale, on one BLAS thread."""
+    from threadpoolctl import threadpool_limits
+
+    from chefs.outtree import matrix_tree
+    from chefs.outtree.predictive import Predictive
+
+    shipped = matrix_tree.gth_scale_exponent
+    print(f"direct path, seconds per point (T <= {T}, {points} test points, median of {repeats}, 1 thread)",
+          flush=True)
+    from chefs.bench.table1 import FULL, MODELS, _training_split
+
+    for name in datasets:
+        # Table 1's seed-0 out-tree cell: its training split and its subsample of T points
+        train, test = _training_split(name, 0, FULL)
+        rng = np.random.default_rng([0, 1, 2 + MODELS.index("outtree")])
+        tr = train if train.shape[0] <= T else train[rng.choice(train.shape[0], T, replace=False)]
+        with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            model = OutTree(normalizer_samples=2).fit(tr, rng=0)
+            P = model._pred
+            xs = model._standardise(test[:points])
+            times, values = {}, {}
+            try:
+                for label, exponent in (("scaled", shipped), ("unscaled", lambda n: 0)):
+                    matrix_tree.gth_scale_exponent = exponent
+                    Q = Predictive(P.X, P.B, P.Sigma, P.root, root_hint=P.c, direct_threads=1)
+                    values[label] = Q.log_ratio_direct(xs)
+                    times[label] = [_timed(Q.log_ratio_direct, xs) / points for _ in range(repeats)]
+            finally:
+                matrix_tree.gth_scale_exponent = shipped
+        ts, tu = np.median(times["scaled"]), np.median(times["unscaled"])
+        diff = np.max(np.abs(values["scaled"] - values["unscaled"]))
+        print(f"  {name:9s} T={tr.shape[0]:5d}  scaled {ts:.4f} s  unscaled {tu:.4f} s  ({tu / ts:.1f}x)  "
+              f"max |log ratio difference| {diff:.1e}  weak points {int(P.weak.sum())}", flush=True)
+
+
 def _timed(f, x) -> float:
     t0 = time.perf_counter()
     f(x)
@@ -106,7 +149,14 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000])
     ap.add_argument("--all", action="store_true", help="also score ring, geyser and iris")
     ap.add_argument("--direct", action="store_true", help="only time the direct path against the fast path")
+    ap.add_argument("--subnormal", action="store_true",
+                    help="only time the direct path with and without the elimination's power-of-two scale")
+    ap.add_argument("--datasets", default="cloud,abalone,wine,yeast,pinwheel",
+                    help="data sets for --subnormal (comma-separated)")
     args = ap.parse_args()
+    if args.subnormal:
+        subnormal([d for d in args.datasets.split(",") if d], args.repeats)
+        return
     if args.direct:
         direct_path(args.repeats)
         return
