@@ -208,7 +208,7 @@ def log_partition_all_roots_scaled(B, m) -> np.ndarray:
     B = np.ascontiguousarray(B)
     # Scale by an exact power of two so the floor-level weights sit near 1: the
     # products of two small entries then stay normal numbers instead of subnormal
-    # ones (20x slower on x86), and nothing else changes. The elimination is
+    # ones (about 100x slower per operation on x86), and nothing else changes. The elimination is
     # homogeneous of degree one, so only the pivots shift, by e = gth_scale_exponent(n)
     # each (docs/derivations-outtree.md, section 12).
     e = gth_scale_exponent(n)
