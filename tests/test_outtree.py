@@ -80,7 +80,7 @@ def _eliminated(lb, exponent):
     B, _ = mt.normalized_weights(lb)
     B *= 2.0 ** exponent
     log_pivot = np.zeros(B.shape[0])
-    mt._gth_eliminate(B, log_pivot)
+    mt._gth_eliminate(B, log_pivot, scale_exp=exponent)
     return B, log_pivot
 
 
@@ -113,7 +113,42 @@ def test_scaled_elimination_forms_no_subnormal_numbers():
     B, log_pivot = _eliminated(lb, e)
     B0, log_pivot0 = _eliminated(lb, 0)
     assert np.all(np.isfinite(log_pivot))
-    np.testing.assert_allclose(log_pivot[1:] - e * np.log(2.0), log_pivot0[1:], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(log_pivot[1:], log_pivot0[1:], rtol=0, atol=1e-12)
+
+
+def _entry_minima(monkeypatch):
+    """Record, at each call of the shipped elimination, the smallest off-diagonal weight it
+    is handed and the scale it is told."""
+    seen = []
+    inner = mt._gth_eliminate
+
+    def spy(B, log_pivot, block=128, scale_exp=0):
+        off = B[~np.eye(B.shape[0], dtype=bool)]
+        seen.append((float(off.min()), scale_exp))
+        return inner(B, log_pivot, block, scale_exp)
+
+    monkeypatch.setattr(mt, "_gth_eliminate", spy)
+    return seen
+
+
+def test_shipped_all_roots_path_eliminates_scaled_weights(monkeypatch):
+    """``log_partition_all_roots`` (the VB fit's and the direct path's routine) hands the
+    elimination weights whose floor sits near 1, and gives the unscaled elimination's
+    values: bit for bit where no weight is near the floor, to 1e-12 on the floor-heavy
+    problem. Control: with the exponent forced to 0 the spy sees the e^-700 floor."""
+    lb = _floor_heavy_problem(n=150)
+    seen = _entry_minima(monkeypatch)
+    scaled = log_partition_all_roots(lb)
+    assert seen[-1][0] >= 0.5 and seen[-1][1] == mt.gth_scale_exponent(150)
+    monkeypatch.setattr(mt, "gth_scale_exponent", lambda n: 0)
+    unscaled = log_partition_all_roots(lb)
+    assert seen[-1][0] < 1e-300  # the control: the floor itself reaches the elimination
+    np.testing.assert_allclose(scaled, unscaled, rtol=1e-12, atol=0)
+    rng = np.random.default_rng(5)
+    lb_plain = rng.normal(size=(200, 200)) * 2.0  # no weight near the floor: no subnormal anywhere
+    no_scale = log_partition_all_roots(lb_plain)
+    monkeypatch.undo()
+    assert np.array_equal(log_partition_all_roots(lb_plain), no_scale)
 
 
 def test_scale_exponent_keeps_the_range():

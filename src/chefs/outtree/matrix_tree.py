@@ -88,18 +88,21 @@ def normalized_weights(log_beta) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True, fastmath=True, nogil=True)
-def _gth_block(B, lo, hi, log_pivot):  # pragma: no cover - compiled
+def _gth_block(B, lo, hi, pivot, log_pivot, inv_scale):  # pragma: no cover - compiled
     """Serial GTH elimination of nodes hi-1, ..., lo, updating only rows lo..hi-1.
 
     Row k's pivot is the sum of its remaining off-diagonal weights (columns
     < k), so no subtraction ever happens. Rows < lo are updated later in one
-    matrix product (see :func:`_gth_eliminate`).
+    matrix product (see :func:`_gth_eliminate`). ``pivot`` gets the pivots as
+    they are (in ``B``'s scale), ``log_pivot`` the logs of the pivots times
+    ``inv_scale`` (an exact power of two: the log of a number of order one).
     """
     for k in range(hi - 1, lo - 1, -1):
         s = 0.0
         for j in range(k):
             s += B[k, j]
-        log_pivot[k] = math.log(s)
+        pivot[k] = s
+        log_pivot[k] = math.log(s * inv_scale)
         inv = 1.0 / s
         for i in range(lo, k):
             f = B[i, k] * inv
@@ -128,8 +131,11 @@ def _left_null_log(B, log_pivot):  # pragma: no cover - compiled
     return log_w
 
 
-def _gth_eliminate(B, log_pivot, block: int = 128):
+def _gth_eliminate(B, log_pivot, block: int = 128, scale_exp: int = 0):
     """In-place blocked GTH elimination of nodes n-1, ..., 1 of the Laplacian.
+
+    ``B`` holds the weights times ``2^scale_exp`` (see :func:`gth_scale_exponent`);
+    ``log_pivot`` gets the logs of the pivots of the weights themselves.
 
     Eliminating a block ``K`` of nodes replaces the remaining weights by the
     Schur complement ``B_AA + B_AK L_KK^{-1} B_KA``: ``L_KK`` is a non-singular
@@ -140,12 +146,14 @@ def _gth_eliminate(B, log_pivot, block: int = 128):
     ``k -> i`` at the moment node ``k`` was eliminated.
     """
     n = B.shape[0]
+    pivot = np.zeros(n)
+    inv_scale = 2.0 ** -int(scale_exp)
     hi = n
     while hi > 1:
         lo = max(1, hi - block)
-        _gth_block(B, lo, hi, log_pivot)
+        _gth_block(B, lo, hi, pivot, log_pivot, inv_scale)
         if lo > 0:
-            s = np.exp(log_pivot[lo:hi])
+            s = pivot[lo:hi]
             R = B[lo:hi, lo:hi]
             T = -np.tril(R, -1)
             T[np.arange(hi - lo), np.arange(hi - lo)] = s
@@ -186,12 +194,12 @@ def gth_scale_exponent(n: int) -> int:
 
     The weights lie in ``[exp(LOG_FLOOR), 1]`` (rows divided by their maximum, floored),
     and elimination conserves row sums, so every intermediate lies below ``n``.
-    ``2^e ~ exp(-LOG_FLOOR)`` moves the floor to about 1. Then a multiplier
-    (a weight over a pivot, at least ``exp(LOG_FLOOR) / n``) times a weight stays
-    above the smallest normal double (2.2e-308) for ``n`` up to about 1,100, and
-    ``n 2^e`` stays below the largest double (``e`` shrinks for larger ``n``).
-    A power of two scales exactly: wherever the unscaled computation had no
-    subnormal number, the scaled one gives the same bits.
+    ``2^e ~ exp(-LOG_FLOOR)`` moves the floor to about 0.53. A multiplier (a weight
+    over a pivot) is then at least ``0.53 / ((n - 1) 2^e)``, and times a weight at
+    least ``0.28 / ((n - 1) 2^e)``: above the smallest normal double (2^-1022)
+    for ``n`` up to about 2,300. ``n 2^e`` stays below 2^1021 (``e`` shrinks for
+    ``n`` above 4,096). A power of two scales exactly: wherever the unscaled
+    computation had no subnormal number, the scaled one gives the same bits.
     """
     return int(min(math.floor(-LOG_FLOOR / math.log(2.0)), 1021 - math.ceil(math.log2(max(n, 2)))))
 
@@ -206,19 +214,22 @@ def log_partition_all_roots_scaled(B, m) -> np.ndarray:
     """
     n = B.shape[0]
     B = np.ascontiguousarray(B)
-    # Scale by an exact power of two so the floor-level weights sit near 1: the
-    # products of two small entries then stay normal numbers instead of subnormal
-    # ones (about 100x slower per operation on x86), and nothing else changes. The elimination is
-    # homogeneous of degree one, so only the pivots shift, by e = gth_scale_exponent(n)
-    # each (docs/derivations-outtree.md, section 12).
+    # Eliminate the weights times an exact power of two, so that the floor-level
+    # weights sit near 1: the products of two small entries then stay normal
+    # numbers instead of subnormal ones (about 100x slower per operation on x86).
+    # The elimination is homogeneous of degree one, and scaling by a power of two
+    # is exact, so the pivots and reduced weights are 2^e times the unscaled ones,
+    # bit for bit wherever the unscaled run formed no subnormal number
+    # (docs/derivations-outtree.md, section 12).
     e = gth_scale_exponent(n)
     B *= 2.0 ** e
     log_pivot = np.zeros(n)
-    _gth_eliminate(B, log_pivot)
+    _gth_eliminate(B, log_pivot, scale_exp=e)  # log_pivot: the unscaled pivots' logs
     if not np.all(np.isfinite(log_pivot)):
         raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
-    log_w = _left_null_log(B, log_pivot)  # B and the pivots carry the same factor: no shift
-    log_z0 = float((log_pivot[1:] - e * math.log(2.0)).sum())
+    B *= 2.0 ** -e  # exact: the reduced weights the back substitution reads are >= the floor
+    log_w = _left_null_log(B, log_pivot)
+    log_z0 = float(log_pivot[1:].sum())
     return log_z0 + log_w + (m.sum() - m)
 
 
