@@ -68,6 +68,34 @@ def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> 
     return -0.5 * math.log(d) + 0.5 * v * t * t / d, v * t / d, v / d
 
 
+def collapsed_gain_bias(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0,
+                       vb: float = 1.0) -> tuple[float, float, float, float, float, float]:
+    """Log marginal-likelihood gain of adding regressor ``u`` with weight W ~ N(0, v) to a
+    residual ``r`` ~ N(b, 1/rho) whose bias b ~ N(0, vb) is integrated out on both sides:
+
+        log [int int N(r; b + W u, 1/rho) N(W; 0, v) N(b; 0, vb) dW db
+             / int N(r; b, 1/rho) N(b; 0, vb) db]
+
+    Returns (log gain, mean and variance of W given the edge, a, t_b, c): given W the bias is
+    N((t_b - c W) / a, 1 / a), and without the edge N(t_b / a, 1 / a). ``r`` is the child's
+    residual without its bias and without this regressor. Derivation: docs/derivations.md
+    section 3.2 ("Bias collapsed too"); the compiled twin is ``_nlgbn_kernels.collapsed_b``.
+    """
+    u = np.asarray(u, dtype=float)
+    r = np.asarray(r, dtype=float)
+    N = u.size
+    ubar = u.mean()
+    du = u - ubar
+    Suu = float(du @ du)
+    Sur = float(du @ r)
+    sum_u, sum_r = float(u.sum()), float(r.sum())
+    a = 1.0 / vb + rho * N
+    extra = 1.0 / (vb * N * a)
+    d = 1.0 / v + rho * Suu + rho * sum_u * sum_u * extra
+    t = rho * (Sur + sum_u * sum_r * extra)
+    return -0.5 * math.log(v * d) + 0.5 * t * t / d, t / d, 1.0 / d, a, rho * sum_r, rho * sum_u
+
+
 class NLGBN:
     """NLGBN likelihood and its within-model updates on a graph state (003 sections 2 and 4,
     002 section 4.1; docs/derivations.md section 3).
@@ -93,7 +121,12 @@ class NLGBN:
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
                  bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm",
                  weight_prior=None, init_activations: str = "prior", hmc_steps: int = 0, hmc_adapt: int = 0,
-                 hmc_plant: int = 0):
+                 hmc_plant: int = 0, collapse_bias: bool = False):
+        if not isinstance(collapse_bias, (bool, np.bool_)):
+            raise ValueError(f"collapse_bias must be True or False, got {collapse_bias!r}")
+        # the structure moves integrate the child's bias out with the changing weight and redraw
+        # both (docs/derivations.md section 3.2, "Bias collapsed too"); False: the weight alone
+        self.collapse_bias = bool(collapse_bias)
         if init_activations not in INIT_ACTIVATIONS:
             raise ValueError(f"init_activations must be one of {INIT_ACTIVATIONS}, got {init_activations!r}")
         self.init_activations = init_activations
@@ -320,8 +353,8 @@ class NLGBN:
         docs/derivations.md section 3.2 (section 2.2 for the prior side).
         """
         theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
-        _kern.edge_pass(rng, theta, obs, alive, Z, m, npar, a, self.W, self.Y, self.U, self.MU, self.rho,
-                        hyper["alpha"], hyper["phi"], self.weight_var, self.stats)
+        _kern.edge_pass(rng, theta, obs, alive, Z, m, npar, a, self.W, self.Y, self.U, self.MU, self.rho, self.b,
+                        hyper["alpha"], hyper["phi"], self.weight_var, self.bias_var, self.collapse_bias, self.stats)
 
     def birth_death(self, rng, state, hyper) -> None:
         """Birth or death of a singleton-orphan hidden parent (eqs. 14-15 of 002, re-derived:
@@ -336,6 +369,41 @@ class NLGBN:
             self._accept_birth_death(rng, state, kind, lr, h, i, lambda: kern.undo_birth_death(
                 theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, i))
 
+    # the collapsed structure moves: with ``collapse_bias`` the child's bias is integrated out
+    # together with the changing weight and redrawn with it on acceptance (derivations §3.2)
+    def _base(self, i) -> np.ndarray:
+        """Unit i's residual Y_i - MU_i, without its bias when the bias is collapsed."""
+        r = self.Y[i] - self.MU[i]
+        return r + self.b[i] if self.collapse_bias else r
+
+    def _gain(self, u, r, i) -> tuple:
+        """Collapsed gain of regressor ``u`` on unit i's residual ``r`` (from ``_base`` plus the
+        changing weight's term): ``collapsed_gain_bias`` or ``collapsed_gain``."""
+        if self.collapse_bias:
+            return collapsed_gain_bias(u, r, self.rho[i], self.weight_var, self.bias_var)
+        return collapsed_gain(u, r, self.rho[i], self.weight_var)
+
+    def _set_with_edge(self, rng, g, i, r, u) -> float:
+        """Draw the collapsed weight (and the bias) from their conditional given the edge, set
+        MU_i, return the weight."""
+        w = g[1] + math.sqrt(g[2]) * rng.normal()
+        if self.collapse_bias:
+            a, tb, c = g[3], g[4], g[5]
+            self.b[i] = (tb - c * w) / a + rng.normal() / math.sqrt(a)
+            self.MU[i] = self.Y[i] - r + self.b[i] + w * u
+        else:
+            self.MU[i] = self.Y[i] - r + w * u
+        return w
+
+    def _set_without_edge(self, rng, i, r) -> None:
+        """Set MU_i without the edge, drawing the collapsed bias from its conditional."""
+        if self.collapse_bias:
+            a = 1.0 / self.bias_var + self.rho[i] * self.N
+            self.b[i] = self.rho[i] * float(r.sum()) / a + rng.normal() / math.sqrt(a)
+            self.MU[i] = self.Y[i] - r + self.b[i]
+        else:
+            self.MU[i] = self.Y[i] - r
+
     def _accept_birth_death(self, rng, state, kind, lr, h, i, undo) -> None:
         """Likelihood side of a tentatively applied birth (kind 1) or death (2) of
         h, the only parent-less parent of i: new unit from its prior, W_hi
@@ -343,20 +411,19 @@ class NLGBN:
         self.stats[1, 0] += 1
         if kind == 1:
             self._propose_new_unit(rng, state, h)
-            r0 = self.Y[i] - self.MU[i]
-            gain, mean, var = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
-            if math.log(rng.random()) < lr + gain:
-                self.W[h, i] = mean + math.sqrt(var) * rng.normal()
-                self.MU[i] = self.Y[i] - r0 + self.W[h, i] * self.U[h]
+            r0 = self._base(i)
+            g = self._gain(self.U[h], r0, i)
+            if math.log(rng.random()) < lr + g[0]:
+                self.W[h, i] = self._set_with_edge(rng, g, i, r0, self.U[h])
                 self.stats[1, 1] += 1
             else:
                 undo()
         else:
-            r0 = self.Y[i] - self.MU[i] + self.W[h, i] * self.U[h]
-            gain, _, _ = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
-            if math.log(rng.random()) < lr - gain:
+            r0 = self._base(i) + self.W[h, i] * self.U[h]
+            g = self._gain(self.U[h], r0, i)
+            if math.log(rng.random()) < lr - g[0]:
                 self.W[h, i] = 0.0
-                self.MU[i] = self.Y[i] - r0
+                self._set_without_edge(rng, i, r0)
                 self.stats[1, 1] += 1
             else:
                 undo()
@@ -401,10 +468,11 @@ class NLGBN:
         if np.any(theta[pa_i[pa_i != k]] <= tk) or np.any(theta[ch_k[ch_k != i]] >= ti):
             return
         before = state.log_prior(hyper["alpha"], hyper["gamma"], hyper["phi"])
-        r_i = self.Y[i] - self.MU[i] + self.W[k, i] * self.U[k]
-        gain_old, _, _ = collapsed_gain(self.U[k], r_i, self.rho[i], self.weight_var)
-        r_k = self.Y[k] - self.MU[k]
-        gain_new, mean, var = collapsed_gain(self.U[i], r_k, self.rho[k], self.weight_var)
+        r_i = self._base(i) + self.W[k, i] * self.U[k]
+        gain_old = self._gain(self.U[k], r_i, i)[0]
+        r_k = self._base(k)
+        g_new = self._gain(self.U[i], r_k, k)
+        gain_new = g_new[0]
 
         def swap(p, c):
             """Edge p -> c becomes c -> p; c moves up onto p's order value (a momentary tie, which
@@ -420,9 +488,8 @@ class NLGBN:
         lr = (0.0 if plant == 1 else after - before) + gain_new - gain_old
         if math.log(rng.random()) < lr:
             self.W[k, i] = 0.0
-            self.MU[i] = self.Y[i] - r_i
-            self.W[i, k] = mean + math.sqrt(var) * rng.normal()
-            self.MU[k] = self.Y[k] - r_k + self.W[i, k] * self.U[i]
+            self._set_without_edge(rng, i, r_i)
+            self.W[i, k] = self._set_with_edge(rng, g_new, k, r_k, self.U[i])
             self.stats[6, 1] += 1
         else:
             swap(i, k)  # the same involution undoes it: i -> k back to k -> i, orders back
@@ -441,25 +508,23 @@ class NLGBN:
         if kind == 1:
             # G had k -> i with W_ki (collapsed out of both sides); h gets prior draws given k
             self._propose_new_unit(rng, state, h, parent=k)
-            r0 = self.Y[i] - self.MU[i] + self.W[k, i] * self.U[k]
-            gain_new, mean, var = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
-            gain_old, _, _ = collapsed_gain(self.U[k], r0, self.rho[i], self.weight_var)
-            if math.log(rng.random()) < lr + gain_new - gain_old:
+            r0 = self._base(i) + self.W[k, i] * self.U[k]
+            g_new = self._gain(self.U[h], r0, i)
+            gain_old = self._gain(self.U[k], r0, i)[0]
+            if math.log(rng.random()) < lr + g_new[0] - gain_old:
                 self.W[k, i] = 0.0
-                self.W[h, i] = mean + math.sqrt(var) * rng.normal()
-                self.MU[i] = self.Y[i] - r0 + self.W[h, i] * self.U[h]
+                self.W[h, i] = self._set_with_edge(rng, g_new, i, r0, self.U[h])
                 self.stats[3, 1] += 1
             else:
                 kern.undo_depth(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, k, i)
         else:
-            r0 = self.Y[i] - self.MU[i] + self.W[h, i] * self.U[h]
-            gain_old, _, _ = collapsed_gain(self.U[h], r0, self.rho[i], self.weight_var)
-            gain_new, mean, var = collapsed_gain(self.U[k], r0, self.rho[i], self.weight_var)
-            if math.log(rng.random()) < lr + gain_new - gain_old:
+            r0 = self._base(i) + self.W[h, i] * self.U[h]
+            gain_old = self._gain(self.U[h], r0, i)[0]
+            g_new = self._gain(self.U[k], r0, i)
+            if math.log(rng.random()) < lr + g_new[0] - gain_old:
                 self.W[h, i] = 0.0
                 self.W[k, h] = 0.0
-                self.W[k, i] = mean + math.sqrt(var) * rng.normal()
-                self.MU[i] = self.Y[i] - r0 + self.W[k, i] * self.U[k]
+                self.W[k, i] = self._set_with_edge(rng, g_new, i, r0, self.U[k])
                 self.stats[3, 1] += 1
             else:
                 kern.undo_depth(theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, k, i)
@@ -474,7 +539,12 @@ class NLGBN:
             for k in prior.edge_candidates(state, i):
                 p1 = prior.edge_prior_prob(state, k, i)
                 cur = bool(state.Z[k, i])
-                gain, mean, var = _kern.collapsed(self.U, self.Y, self.MU, self.W, self.rho, k, i, cur, self.weight_var)
+                if self.collapse_bias:
+                    gain, mean, var, ab, tb, cb = _kern.collapsed_b(self.U, self.Y, self.MU, self.W, self.b, self.rho,
+                                                                    k, i, cur, self.weight_var, self.bias_var)
+                else:
+                    gain, mean, var = _kern.collapsed(self.U, self.Y, self.MU, self.W, self.rho, k, i, cur,
+                                                      self.weight_var)
                 if p1 <= 0.0 or p1 >= 1.0:
                     new = p1 >= 1.0
                 else:
@@ -483,6 +553,10 @@ class NLGBN:
                 w_old = self.W[k, i] if cur else 0.0
                 w_new = mean + math.sqrt(var) * rng.normal() if new else 0.0
                 self.MU[i] += (w_new - w_old) * self.U[k]
+                if self.collapse_bias:
+                    b_new = (tb - cb * w_new) / ab + rng.normal() / math.sqrt(ab)
+                    self.MU[i] += b_new - self.b[i]
+                    self.b[i] = b_new
                 self.W[k, i] = w_new
                 if new != cur:
                     kern.apply_set_edge(state.Z, state.m, state.npar, k, i, new)
@@ -691,4 +765,6 @@ def model_from_spec(spec: dict, run_dir, state, structure_prior=None) -> NLGBN:
                  init_activations=spec.get("init_activations", "prior"),
                  # runs written before HMC existed: Gibbs updates only
                  hmc_steps=spec.get("hmc_steps", 0), hmc_adapt=spec.get("hmc_adapt", 0),
+                 # runs written before the setting existed held the bias fixed in the structure moves
+                 collapse_bias=bool(spec.get("collapse_bias", False)),
                  structure_prior=structure_prior)

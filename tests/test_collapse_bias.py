@@ -1,0 +1,250 @@
+"""The structure moves with the child's bias integrated out together with the changing weight
+(``collapse_bias``; docs/derivations.md section 3.2, "Bias collapsed too").
+
+The gain and the conditionals are checked against the Gaussian marginal of the linear model
+(scipy); every move that uses them (the compiled ICP edge pass, the layered edge pass, births and
+deaths, depth moves, edge reversals) is checked from exact joint draws, each with a planted error
+that the same check catches: the bias left where it was while the gain integrates it out."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from chefs.mcmc.chain import ChainConfig
+from chefs.models import nlgbn as nl
+from chefs.models.nlgbn import NLGBN, collapsed_gain_bias
+
+from .stats import Z
+from .test_nlgbn import SENSITIVE, _OneMoveOnly, make_model
+
+
+@pytest.mark.parametrize("v,vb,shift", [(1.0, 1.0, 0.0), (0.3, 2.5, 1.7), (4.0, 0.2, -3.0)])
+def test_collapsed_gain_bias_matches_the_gaussian_marginal(rng, v, vb, shift):
+    """Gain = log N(r; 0, I/rho + vb 11' + v uu') - log N(r; 0, I/rho + vb 11'), and the
+    conditionals of (b, W) equal those of the Bayesian linear regression on [1, u], from the
+    Python function and from the compiled kernel (which forms the residual itself: without the
+    bias and without the current weight)."""
+    N, rho = 9, 1.7
+    u = rng.random(N)
+    r = rng.normal(size=N) + shift
+    one = np.ones(N)
+    S0 = np.eye(N) / rho + vb * np.outer(one, one)
+    ref = multivariate_normal.logpdf(r, np.zeros(N), S0 + v * np.outer(u, u)) - multivariate_normal.logpdf(
+        r, np.zeros(N), S0)
+    X = np.column_stack([one, u])
+    A = np.diag([1 / vb, 1 / v]) + rho * X.T @ X
+    C = np.linalg.inv(A)
+    m = C @ (rho * X.T @ r)
+    # the kernel: unit k = 1 feeds i = 0 with weight 0.8 and i has bias 0.6, so MU_i = 0.6 + 0.8 u and
+    # the residual of i without its bias and without k is Y_i - MU_i + 0.6 + 0.8 u = r
+    U = np.vstack([np.zeros(N), u])
+    b = np.array([0.6, 0.0])
+    W = np.zeros((2, 2))
+    W[1, 0] = 0.8
+    MU = np.vstack([0.6 + 0.8 * u, np.zeros(N)])
+    Y = np.vstack([r, np.zeros(N)])
+    kern = nl._kern.collapsed_b(U, Y, MU, W, b, np.array([rho, 1.0]), 1, 0, True, v, vb)
+    for gain, mean, var, a, tb, c in (collapsed_gain_bias(u, r, rho, v, vb), kern):
+        assert gain == pytest.approx(ref, rel=1e-9, abs=1e-11)
+        assert mean == pytest.approx(m[1], rel=1e-9)
+        assert var == pytest.approx(C[1, 1], rel=1e-9)
+        w = 0.37  # b | W: the Gaussian conditional of the joint posterior
+        assert (tb - c * w) / a == pytest.approx(m[0] + C[0, 1] / C[1, 1] * (w - m[1]), rel=1e-9)
+        assert 1 / a == pytest.approx(C[0, 0] - C[0, 1] ** 2 / C[1, 1], rel=1e-9)
+    # without the edge: b | r is the regression on [1] alone
+    a0 = 1 / vb + rho * N
+    assert kern[4] / kern[3] == pytest.approx(rho * r.sum() / a0, rel=1e-12) and kern[3] == pytest.approx(a0)
+
+
+def test_collapsed_gain_bias_keeps_its_digits_for_a_nearly_constant_regressor():
+    """A regressor that barely varies around 0.5 (where the uncentred 2x2 determinant of the
+    regression on [1, u] cancels to a few digits), with a residual far from zero mean: the Python
+    function and the kernel's one-pass shifted sums agree with the Gaussian marginal."""
+    rng = np.random.default_rng(0)
+    N, rho, v, vb = 300, 50.0, 1.0, 1.0
+    u = 0.5 + 1e-5 * rng.normal(size=N)
+    r = rng.normal(size=N) / math.sqrt(rho) + 2.0 + 3e-3 * (u - 0.5) / 1e-5
+    one = np.ones(N)
+    S0 = np.eye(N) / rho + vb * np.outer(one, one)
+    ref = multivariate_normal.logpdf(r, np.zeros(N), S0 + v * np.outer(u, u)) - multivariate_normal.logpdf(
+        r, np.zeros(N), S0)
+    U = np.vstack([np.zeros(N), u])
+    Y = np.vstack([r, np.zeros(N)])
+    kern = nl._kern.collapsed_b(U, Y, np.zeros((2, N)), np.zeros((2, 2)), np.zeros(2), np.array([rho, 1.0]), 1, 0,
+                                False, v, vb)
+    for gain in (collapsed_gain_bias(u, r, rho, v, vb)[0], kern[0]):
+        assert gain == pytest.approx(ref, abs=1e-6)
+
+
+def test_collapse_bias_is_validated_and_old_runs_hold_the_bias(tmp_path):
+    from chefs.density import BeliefNetwork
+    from chefs.mcmc.run import make_model as make_run_model
+
+    with pytest.raises(ValueError, match="collapse_bias"):
+        BeliefNetwork(collapse_bias="yes")
+    with pytest.raises(ValueError, match="collapse_bias"):
+        make_model(collapse_bias=1)
+    from chefs.graph import DAG
+    from chefs.mcmc.state import GraphState
+
+    g = GraphState.from_dag(DAG(np.array([0.0, 0.0, 0.5]), np.arange(3) < 2, [2], [0], fixed=np.arange(3) < 2))
+    np.save(tmp_path / "d.npy", np.full((4, 2), 0.5))
+
+    class S:
+        graph = g
+        rng = np.random.default_rng(0)
+
+    assert make_run_model({"name": "nlgbn", "data": "d.npy"}, tmp_path, S).collapse_bias is False
+    assert make_run_model({"name": "nlgbn", "data": "d.npy", "collapse_bias": True}, tmp_path, S).collapse_bias
+
+
+def test_structure_moves_keep_the_means_consistent():
+    """After many sweeps with the bias collapsed, every node's mean is b + W u of its parents
+    (the moves update b, W and MU together)."""
+    rng = np.random.default_rng(2)
+    model = make_model(D=2, N=30, collapse_bias=True)
+    from chefs.mcmc.chain import init_state, sweep
+
+    config = ChainConfig(2, 0.0, 1.0, 1.0, 1.0)
+    state = init_state(config, rng)
+    model.init_from_state(state.graph, state.rng)
+    for _ in range(60):
+        state = sweep(state, config, model)
+    g = state.graph
+    for i in np.flatnonzero(g.alive):
+        pa = model.parents(g, i)
+        np.testing.assert_allclose(model.MU[i], model.b[i] + model.W[pa, i] @ model.U[pa], atol=1e-9)
+
+
+# ------------------------------------------------------ joint-draw stationarity
+def _icp(seed=1, replicates=2000):
+    """The full ICP sweep (test_nlgbn's ``_icp_stationarity``) with the bias collapsed."""
+    from chefs.mcmc.geweke import stationarity_test
+
+    return stationarity_test(make_model(N=200, collapse_bias=True, **SENSITIVE), ChainConfig(1, 0.0, 1.0, 1.0, 1.0),
+                             replicates, 2, np.random.default_rng(seed))
+
+
+def test_stationarity_icp_sweep_bias_collapsed():
+    """Two full ICP sweeps with the bias collapsed, from exact joint draws: every test function's
+    mean unchanged."""
+    zs = _icp()
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def _one_move(move, seed=4, replicates=4000):
+    from chefs.mcmc.geweke import stationarity_test
+
+    model = make_model(N=20, structure_moves=5, cls=_OneMoveOnly, collapse_bias=True, **SENSITIVE)
+    model.only = move
+    zs = stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2, np.random.default_rng(seed))
+    return zs, model.stats
+
+
+@pytest.mark.parametrize("move,row", [("edge_pass", 0), ("birth_death", 1), ("depth_move", 3)])
+def test_stationarity_structure_move_alone_bias_collapsed(move, row):
+    """The compiled edge pass, births/deaths or depth moves alone, with the bias collapsed, from
+    exact joint draws: unchanged means, and accepted often enough to be tested. (In the full sweep
+    the next parameter update redraws (b, W), which hides an error in their conditional.)"""
+    zs, stats = _one_move(move)
+    assert stats[row, 1] > 0.05 * stats[row, 0], stats[row]
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def _keep_bias(monkeypatch):
+    """Plant: an accepted move integrates the bias out but does not redraw it."""
+    real_with, real_without = NLGBN._set_with_edge, NLGBN._set_without_edge
+
+    def with_edge(self, rng, g, i, r, u):
+        b = self.b[i]
+        w = real_with(self, rng, g, i, r, u)
+        self.MU[i] += b - self.b[i]
+        self.b[i] = b
+        return w
+
+    def without_edge(self, rng, i, r):
+        b = self.b[i]
+        real_without(self, rng, i, r)
+        self.MU[i] += b - self.b[i]
+        self.b[i] = b
+
+    monkeypatch.setattr(NLGBN, "_set_with_edge", with_edge)
+    monkeypatch.setattr(NLGBN, "_set_without_edge", without_edge)
+
+
+def test_stationarity_negative_control_edge_pass_keeps_the_bias(monkeypatch):
+    """The compiled edge pass draws Z and W from their bias-marginal conditionals but leaves the
+    bias where it was (``plant=2``): W then comes from the wrong conditional given b. Caught."""
+    real = nl._kern.edge_pass
+    monkeypatch.setattr(nl._kern, "edge_pass", lambda *args: real(*args, 2))
+    zs, _ = _one_move("edge_pass")
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+@pytest.mark.parametrize("move", ["birth_death", "depth_move"])
+def test_stationarity_negative_control_move_keeps_the_bias(monkeypatch, move):
+    """Births/deaths (or depth moves) whose acceptance integrates the bias out but which keep the
+    old bias on acceptance are caught by the check above."""
+    _keep_bias(monkeypatch)
+    zs, _ = _one_move(move)
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+def _layered(replicates, seed=1):
+    from chefs.mcmc.geweke import stationarity_test
+    from chefs.mcmc.run import make_structure_prior
+
+    prior = make_structure_prior({"name": "ecibp", "alpha": 1.0, "beta": 1.0})
+    model = make_model(**SENSITIVE, structure_prior=prior, collapse_bias=True)
+    model.update_prior_hyper = False
+    return stationarity_test(model, ChainConfig(1, 0.0, weights=(1, 1, 0, 0)), replicates, 3,
+                             np.random.default_rng(seed), draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)))
+
+
+def test_stationarity_layered_prior_bias_collapsed():
+    """The ECIBP path (its Python edge pass and births/deaths) with the bias collapsed."""
+    zs = _layered(4000)
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_stationarity_negative_control_layered_edge_pass_wrong_bias_conditional(monkeypatch):
+    """The layered edge pass drawing the bias as if the edge were absent (b ~ N(t_b / a, 1 / a)
+    whatever W is) is caught."""
+    real = nl._kern.collapsed_b
+    monkeypatch.setattr(nl._kern, "collapsed_b", lambda *args: real(*args)[:5] + (0.0,))
+    zs = _layered(4000)
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+def _reversals(replicates, seed=1, D=3):
+    """Causal discovery's edge reversals alone (free observed orders), with the bias collapsed;
+    test functions of test_causal's ``_CausalNLGBN``."""
+    from chefs.mcmc.geweke import stationarity_test
+
+    from .test_causal import _CausalNLGBN
+
+    class Reversals(_OneMoveOnly, _CausalNLGBN):
+        only = "reversal_move"
+
+    rng = np.random.default_rng(seed)
+    model = Reversals(rng.uniform(0.2, 0.8, size=(20, D)), 16, rng, num_tries=4, structure_moves=5,
+                      collapse_bias=True, **SENSITIVE)
+    zs = stationarity_test(model, ChainConfig(D, None, 1.0, 1.0, 1.0), replicates, 2, rng)
+    return zs, model.stats
+
+
+def test_stationarity_reversals_alone_bias_collapsed():
+    zs, stats = _reversals(3000)
+    assert stats[6, 1] > 0.05 * stats[6, 0], stats[6]
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_stationarity_negative_control_reversals_keep_the_bias(monkeypatch):
+    """Reversals that integrate both biases out but keep the old ones on acceptance."""
+    _keep_bias(monkeypatch)
+    zs, _ = _reversals(3000)
+    assert max(abs(z) for z in zs.values()) > Z, zs
