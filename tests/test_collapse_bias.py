@@ -131,7 +131,7 @@ def _icp(seed=1, replicates=2000):
 
 def test_stationarity_icp_sweep_bias_collapsed():
     """Two full ICP sweeps with the bias collapsed, from exact joint draws: every test function's
-    mean unchanged."""
+    mean unchanged (measured: max |z| 1.23)."""
     zs = _icp()
     assert max(abs(z) for z in zs.values()) < Z, zs
 
@@ -149,7 +149,8 @@ def _one_move(move, seed=4, replicates=4000):
 def test_stationarity_structure_move_alone_bias_collapsed(move, row):
     """The compiled edge pass, births/deaths or depth moves alone, with the bias collapsed, from
     exact joint draws: unchanged means, and accepted often enough to be tested. (In the full sweep
-    the next parameter update redraws (b, W), which hides an error in their conditional.)"""
+    the next parameter update redraws (b, W), which hides an error in their conditional.)
+    Measured max |z|: edge pass 1.43, births/deaths 0.87, depth moves 2.35."""
     zs, stats = _one_move(move)
     assert stats[row, 1] > 0.05 * stats[row, 0], stats[row]
     assert max(abs(z) for z in zs.values()) < Z, zs
@@ -178,7 +179,8 @@ def _keep_bias(monkeypatch):
 
 def test_stationarity_negative_control_edge_pass_keeps_the_bias(monkeypatch):
     """The compiled edge pass draws Z and W from their bias-marginal conditionals but leaves the
-    bias where it was (``plant=2``): W then comes from the wrong conditional given b. Caught."""
+    bias where it was (``plant=2``): W then comes from the wrong conditional given b. Caught
+    (measured: |z| 7.35 on y_obs_sq)."""
     real = nl._kern.edge_pass
     monkeypatch.setattr(nl._kern, "edge_pass", lambda *args: real(*args, 2))
     zs, _ = _one_move("edge_pass")
@@ -188,7 +190,7 @@ def test_stationarity_negative_control_edge_pass_keeps_the_bias(monkeypatch):
 @pytest.mark.parametrize("move", ["birth_death", "depth_move"])
 def test_stationarity_negative_control_move_keeps_the_bias(monkeypatch, move):
     """Births/deaths (or depth moves) whose acceptance integrates the bias out but which keep the
-    old bias on acceptance are caught by the check above."""
+    old bias on acceptance are caught by the check above (measured: |z| 9.82 and 8.40, y_obs_sq)."""
     _keep_bias(monkeypatch)
     zs, _ = _one_move(move)
     assert max(abs(z) for z in zs.values()) > Z, zs
@@ -206,17 +208,18 @@ def _layered(replicates, seed=1):
 
 
 def test_stationarity_layered_prior_bias_collapsed():
-    """The ECIBP path (its Python edge pass and births/deaths) with the bias collapsed."""
-    zs = _layered(4000)
+    """The ECIBP path (its Python edge pass and births/deaths) with the bias collapsed (measured:
+    max |z| 1.48 at these 2,000 replicates, 1.10 at 4,000)."""
+    zs = _layered(2000)
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
 def test_stationarity_negative_control_layered_edge_pass_wrong_bias_conditional(monkeypatch):
     """The layered edge pass drawing the bias as if the edge were absent (b ~ N(t_b / a, 1 / a)
-    whatever W is) is caught."""
+    whatever W is) is caught (measured: |z| 7.53 at 2,000 replicates, 10.68 at 4,000; indeg_x_ysq)."""
     real = nl._kern.collapsed_b
     monkeypatch.setattr(nl._kern, "collapsed_b", lambda *args: real(*args)[:5] + (0.0,))
-    zs = _layered(4000)
+    zs = _layered(2000)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -238,13 +241,15 @@ def _reversals(replicates, seed=1, D=3):
 
 
 def test_stationarity_reversals_alone_bias_collapsed():
+    """Measured: max |z| 2.20 (u_obs_mean)."""
     zs, stats = _reversals(3000)
     assert stats[6, 1] > 0.05 * stats[6, 0], stats[6]
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
 def test_stationarity_negative_control_reversals_keep_the_bias(monkeypatch):
-    """Reversals that integrate both biases out but keep the old ones on acceptance."""
+    """Reversals that integrate both biases out but keep the old ones on acceptance (measured:
+    |z| 11.44, y_obs_sq)."""
     _keep_bias(monkeypatch)
     zs, _ = _reversals(3000)
     assert max(abs(z) for z in zs.values()) > Z, zs
