@@ -407,7 +407,8 @@ class NLGBN:
     def _accept_birth_death(self, rng, state, kind, lr, h, i, undo) -> None:
         """Likelihood side of a tentatively applied birth (kind 1) or death (2) of
         h, the only parent-less parent of i: new unit from its prior, W_hi
-        collapsed (derivations §3.2); ``undo()`` reverts the structure."""
+        collapsed, and b_i with it under ``collapse_bias`` (derivations §3.2); ``undo()``
+        reverts the structure."""
         self.stats[1, 0] += 1
         if kind == 1:
             self._propose_new_unit(rng, state, h)
