@@ -383,13 +383,19 @@ class NLGBN:
             return collapsed_gain_bias(u, r, self.rho[i], self.weight_var, self.bias_var)
         return collapsed_gain(u, r, self.rho[i], self.weight_var)
 
+    def _draw_bias(self, rng, i, a, tb, c, w) -> float:
+        """Draw b_i from its conditional N((t_b - c W) / a, 1 / a) given the collapsed weight W
+        (c = 0: no edge), store it and return the change."""
+        b = (tb - c * w) / a + rng.normal() / math.sqrt(a)
+        db, self.b[i] = b - self.b[i], b
+        return db
+
     def _set_with_edge(self, rng, g, i, r, u) -> float:
         """Draw the collapsed weight (and the bias) from their conditional given the edge, set
         MU_i, return the weight."""
         w = g[1] + math.sqrt(g[2]) * rng.normal()
         if self.collapse_bias:
-            a, tb, c = g[3], g[4], g[5]
-            self.b[i] = (tb - c * w) / a + rng.normal() / math.sqrt(a)
+            self._draw_bias(rng, i, g[3], g[4], g[5], w)
             self.MU[i] = self.Y[i] - r + self.b[i] + w * u
         else:
             self.MU[i] = self.Y[i] - r + w * u
@@ -398,8 +404,8 @@ class NLGBN:
     def _set_without_edge(self, rng, i, r) -> None:
         """Set MU_i without the edge, drawing the collapsed bias from its conditional."""
         if self.collapse_bias:
-            a = 1.0 / self.bias_var + self.rho[i] * self.N
-            self.b[i] = self.rho[i] * float(r.sum()) / a + rng.normal() / math.sqrt(a)
+            self._draw_bias(rng, i, 1.0 / self.bias_var + self.rho[i] * self.N, self.rho[i] * float(r.sum()), 0.0,
+                            0.0)
             self.MU[i] = self.Y[i] - r + self.b[i]
         else:
             self.MU[i] = self.Y[i] - r
@@ -553,11 +559,10 @@ class NLGBN:
                     new = rng.random() < (1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0)
                 w_old = self.W[k, i] if cur else 0.0
                 w_new = mean + math.sqrt(var) * rng.normal() if new else 0.0
-                self.MU[i] += (w_new - w_old) * self.U[k]
-                if self.collapse_bias:
-                    b_new = (tb - cb * w_new) / ab + rng.normal() / math.sqrt(ab)
-                    self.MU[i] += b_new - self.b[i]
-                    self.b[i] = b_new
+                if self.collapse_bias:  # one pass over MU_i for the weight and the bias
+                    self.MU[i] += (w_new - w_old) * self.U[k] + self._draw_bias(rng, i, ab, tb, cb, w_new)
+                else:
+                    self.MU[i] += (w_new - w_old) * self.U[k]
                 self.W[k, i] = w_new
                 if new != cur:
                     kern.apply_set_edge(state.Z, state.m, state.npar, k, i, new)
