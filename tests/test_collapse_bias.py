@@ -19,7 +19,8 @@ from chefs.models import nlgbn as nl
 from chefs.models.nlgbn import NLGBN, collapsed_gain_bias
 
 from .stats import Z
-from .test_nlgbn import SENSITIVE, _OneMoveOnly, make_model
+from .test_nlgbn import (SENSITIVE, _icp_stationarity, _layered_stationarity, _one_move_stationarity, _OneMoveOnly,
+                         make_model)
 
 
 @pytest.mark.parametrize("v,vb,shift", [(1.0, 1.0, 0.0), (0.3, 2.5, 1.7), (4.0, 0.2, -3.0)])
@@ -121,12 +122,9 @@ def test_structure_moves_keep_the_means_consistent():
 
 
 # ------------------------------------------------------ joint-draw stationarity
-def _icp(seed=1, replicates=2000):
+def _icp():
     """The full ICP sweep (test_nlgbn's ``_icp_stationarity``) with the bias collapsed."""
-    from chefs.mcmc.geweke import stationarity_test
-
-    return stationarity_test(make_model(N=200, collapse_bias=True, **SENSITIVE), ChainConfig(1, 0.0, 1.0, 1.0, 1.0),
-                             replicates, 2, np.random.default_rng(seed))
+    return _icp_stationarity(collapse_bias=True)
 
 
 def test_stationarity_icp_sweep_bias_collapsed():
@@ -136,13 +134,9 @@ def test_stationarity_icp_sweep_bias_collapsed():
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
-def _one_move(move, seed=4, replicates=4000):
-    from chefs.mcmc.geweke import stationarity_test
-
-    model = make_model(N=20, structure_moves=5, cls=_OneMoveOnly, collapse_bias=True, **SENSITIVE)
-    model.only = move
-    zs = stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2, np.random.default_rng(seed))
-    return zs, model.stats
+def _one_move(move):
+    """One structure move alone (test_nlgbn's ``_one_move_stationarity``) with the bias collapsed."""
+    return _one_move_stationarity(move, collapse_bias=True)
 
 
 @pytest.mark.parametrize("move,row", [("edge_pass", 0), ("birth_death", 1), ("depth_move", 3)])
@@ -196,15 +190,9 @@ def test_stationarity_negative_control_move_keeps_the_bias(monkeypatch, move):
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
-def _layered(replicates, seed=1):
-    from chefs.mcmc.geweke import stationarity_test
-    from chefs.mcmc.run import make_structure_prior
-
-    prior = make_structure_prior({"name": "ecibp", "alpha": 1.0, "beta": 1.0})
-    model = make_model(**SENSITIVE, structure_prior=prior, collapse_bias=True)
-    model.update_prior_hyper = False
-    return stationarity_test(model, ChainConfig(1, 0.0, weights=(1, 1, 0, 0)), replicates, 3,
-                             np.random.default_rng(seed), draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)))
+def _layered(replicates):
+    """test_nlgbn's ECIBP joint-draw check (``SENSITIVE`` priors) with the bias collapsed."""
+    return _layered_stationarity("ecibp", replicates, **SENSITIVE, collapse_bias=True)
 
 
 def test_stationarity_layered_prior_bias_collapsed():

@@ -459,10 +459,11 @@ def test_stationarity_negative_control_ecibp_birth_death_ignores_likelihood(monk
 # ------------------------------------- ICP path, joint-draw stationarity
 # 200 data points make every edge's collapsed likelihood gain large, so a move that
 # mishandles it shows within two sweeps of an exact joint draw (no mixing needed).
-def _icp_stationarity(seed=1, replicates=2000):
+def _icp_stationarity(seed=1, replicates=2000, **kw):
+    """``kw``: further NLGBN settings (e.g. ``collapse_bias``)."""
     from chefs.mcmc.geweke import stationarity_test
 
-    return stationarity_test(make_model(N=200, **SENSITIVE), ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2,
+    return stationarity_test(make_model(N=200, **SENSITIVE, **kw), ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2,
                              np.random.default_rng(seed))
 
 
@@ -564,13 +565,13 @@ class _OneMoveOnly(NLGBN):
             getattr(self, self.only)(rng, state, hyper)
 
 
-def _one_move_stationarity(move, seed=4, replicates=4000):
+def _one_move_stationarity(move, seed=4, replicates=4000, **kw):
     """z-scores of two rounds (five proposals of ``move``, then a data refresh) from exact joint
     draws; 20 data points and the ``SENSITIVE`` priors, so the collapsed weight's conditional
     matters."""
     from chefs.mcmc.geweke import stationarity_test
 
-    model = make_model(N=20, structure_moves=5, cls=_OneMoveOnly, **SENSITIVE)
+    model = make_model(N=20, structure_moves=5, cls=_OneMoveOnly, **SENSITIVE, **kw)
     model.only = move
     zs = stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2, np.random.default_rng(seed))
     return zs, model.stats
