@@ -127,6 +127,10 @@ def _icp():
     return _icp_stationarity(collapse_bias=True)
 
 
+# The full sweep is the composition of the moves checked alone below (and of the parameter and
+# activation updates, which the bias collapse does not touch, checked in test_nlgbn): a composition
+# of kernels that each leave the posterior invariant does too, so this check runs with -m slow.
+@pytest.mark.slow
 def test_stationarity_icp_sweep_bias_collapsed():
     """Two full ICP sweeps with the bias collapsed, from exact joint draws: every test function's
     mean unchanged (measured: max |z| 1.23)."""
@@ -229,17 +233,17 @@ def _reversals(replicates, seed=1, D=3):
 
 
 def test_stationarity_reversals_alone_bias_collapsed():
-    """Measured: max |z| 2.20 (u_obs_mean)."""
-    zs, stats = _reversals(3000)
+    """Measured: max |z| 2.23 at these 2,000 replicates (2.20 at 3,000; u_obs_mean)."""
+    zs, stats = _reversals(2000)
     assert stats[6, 1] > 0.05 * stats[6, 0], stats[6]
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
 def test_stationarity_negative_control_reversals_keep_the_bias(monkeypatch):
     """Reversals that integrate both biases out but keep the old ones on acceptance (measured:
-    |z| 11.44, y_obs_sq)."""
+    |z| 9.39 at these 2,000 replicates, 11.44 at 3,000; y_obs_sq)."""
     _keep_bias(monkeypatch)
-    zs, _ = _reversals(3000)
+    zs, _ = _reversals(2000)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
