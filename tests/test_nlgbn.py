@@ -85,10 +85,17 @@ def test_a_plant_on_the_models_own_sweep_is_refused():
 SENSITIVE_SAMPLED_W = {"rho_prior": (4.0, 1.0), "weight_prior": (2.0, 8.0)}
 
 
+# Draws per side: the paper-priors run pairs with the precision control, which reads only |z| 5.7 at
+# 2,000 draws, so it keeps 4,000; the informative run pairs with the structure-move and weight-variance
+# controls, which read 8.97 and 35.3 at 2,000 draws (its own max |z| 1.39 there), so it runs at 2,000.
+GW_DRAWS = {"paper-priors": 4000, "informative-sampled-weight-var": 2000}
+
+
 @pytest.mark.parametrize("priors", [{}, SENSITIVE_SAMPLED_W], ids=["paper-priors", "informative-sampled-weight-var"])
 def test_geweke_full_sampler(priors):
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    zs = geweke_test(make_model(**priors), config, 4000, 4000, np.random.default_rng(3), **GW)
+    n = GW_DRAWS["informative-sampled-weight-var" if priors else "paper-priors"]
+    zs = geweke_test(make_model(**priors), config, n, n, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
@@ -114,7 +121,7 @@ def test_bad_data_rejected():
 
 
 def test_geweke_negative_control_structure_moves_ignore_likelihood(monkeypatch):
-    """Plant: the structure moves drop the likelihood gain of the child."""
+    """Plant: the structure moves drop the likelihood gain of the child (max |z| 8.97)."""
     real = nl.collapsed_gain
 
     def no_gain(u, r, rho, v=1.0):
@@ -123,8 +130,9 @@ def test_geweke_negative_control_structure_moves_ignore_likelihood(monkeypatch):
 
     monkeypatch.setattr(nl, "collapsed_gain", no_gain)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    # the same settings as the passing informative run of test_geweke_full_sampler
-    zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, 4000, 4000, np.random.default_rng(3), **GW)
+    # the same settings and draws as the passing informative run of test_geweke_full_sampler
+    n = GW_DRAWS["informative-sampled-weight-var"]
+    zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, n, n, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -351,7 +359,7 @@ def test_geweke_other_activation_updates(activation_update):
 
 
 def test_geweke_negative_control_wrong_weight_variance_conditional(monkeypatch):
-    """Plant: the Gibbs update of the weight variance uses the wrong prior rate."""
+    """Plant: the Gibbs update of the weight variance uses the wrong prior rate (max |z| 35.3)."""
     orig = NLGBN.update_weight_var
 
     def planted(self, rng, state, prior=None):
@@ -359,8 +367,9 @@ def test_geweke_negative_control_wrong_weight_variance_conditional(monkeypatch):
 
     monkeypatch.setattr(NLGBN, "update_weight_var", planted)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    # the same settings as the passing informative run of test_geweke_full_sampler
-    zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, 4000, 4000, np.random.default_rng(3), **GW)
+    # the same settings and draws as the passing informative run of test_geweke_full_sampler
+    n = GW_DRAWS["informative-sampled-weight-var"]
+    zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, n, n, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
