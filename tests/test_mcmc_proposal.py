@@ -34,7 +34,8 @@ def mh_chain(prop, prior, steps, seed, thin=5, flip_bias=0.0):
 
 @pytest.mark.parametrize("bias", [0.0, -1.0], ids=["correct", "planted-flip-ratio"])
 def test_mh_with_rjmcmc_proposal_samples_the_prior(bias):
-    """20,000 steps, every 10th kept (ESS about 20 for K+; the SE comes from it):
+    """20,000 steps, every 10th kept (the SE comes from the chain's effective sample size, about 40
+    for K+ at 40,000 steps, so about 20 here):
     max |z| 0.44. The plant lowers the log ratio of edge additions by 1 (max |z| 22.6
     here, about 25 at 40,000 steps). A plant
     favouring additions (+1) is not a useful control here: the chain then grows

@@ -431,9 +431,8 @@ def test_stationarity_negative_control_birth_death_ignores_likelihood(monkeypatc
 def test_stationarity_negative_control_layered_edge_pass_ignores_likelihood(monkeypatch):
     """The fast ECIBP check above catches an edge pass that drops the collapsed
     likelihood gain (samples the edges from the prior alone): the largest |z| is
-    11.0 with the check's 4,000 replicates (num_nodes), and 7.4-9.1 with half of
-    them (seeds 1-2), the size run here to save CI time (a control that fails at
-    half the size fails at the full size too)."""
+    7.4-9.1 at these 2,000 replicates (seeds 1-2; num_nodes), the check's size since
+    stop 32 (11.0 at 4,000)."""
     real = nl._kern.collapsed
 
     def no_gain(*args):
@@ -448,7 +447,8 @@ def test_stationarity_negative_control_layered_edge_pass_ignores_likelihood(monk
 # Settings where the ECIBP's birth/death moves carry the likelihood: 200 data points,
 # precise units (E[rho] = 16) and large weights (variance 16) make the collapsed gain of a
 # hidden parent's edge large, and a sweep makes 10 birth/death proposals (3 above). The
-# plant below then reads |z| = 10.4-11.9 (y_obs_sq; seeds 1-5), the passing run 1.4-3.1.
+# plant below then read |z| = 10.4-11.9 (y_obs_sq; seeds 1-5), the passing run 1.4-3.1, at 3,000
+# replicates (stop 18); the tests run 2,000 since stop 32 (seed 1: 10.62 and 2.10).
 BIRTH_DEATH = {"N": 200, "structure_moves": 10, "rho_prior": (16.0, 1.0), "weight_var": 16.0}
 
 
@@ -463,8 +463,9 @@ def test_stationarity_ecibp_birth_death_settings():
 def test_stationarity_negative_control_ecibp_birth_death_ignores_likelihood(monkeypatch):
     """The check above catches ECIBP birth/death moves that drop the likelihood gain:
     the observed units' second moment falls (presumably deaths of hidden parents the data
-    need): max |z| 10.62 at the 2,000 replicates run here (seed 1; seeds 1-5: 8.2 to
-    10.2 on y_obs_sq, and -10.4 to -11.9 at 3,000 replicates)."""
+    need): max |z| 10.62 at the 2,000 replicates run here (seed 1, measured at stop 32;
+    at stop 18, with the code of then, seeds 1-5 read 8.2 to 10.2 on y_obs_sq at 2,000
+    replicates and -10.4 to -11.9 at 3,000)."""
     _birth_death_ignores_likelihood(monkeypatch)
     zs = _layered_stationarity("ecibp", 2000, **BIRTH_DEATH)
     assert max(abs(z) for z in zs.values()) > Z, zs
