@@ -88,13 +88,13 @@ SENSITIVE_SAMPLED_W = {"rho_prior": (4.0, 1.0), "weight_prior": (2.0, 8.0)}
 # Draws per side: the paper-priors run pairs with the precision control, which reads only |z| 5.7 at
 # 2,000 draws, so it keeps 4,000; the informative run pairs with the structure-move and weight-variance
 # controls, which read 8.97 and 35.3 at 2,000 draws (its own max |z| 1.39 there), so it runs at 2,000.
-GW_DRAWS = {"paper-priors": 4000, "informative-sampled-weight-var": 2000}
+GW_PAPER_DRAWS, GW_INFORMATIVE_DRAWS = 4000, 2000
 
 
-@pytest.mark.parametrize("priors", [{}, SENSITIVE_SAMPLED_W], ids=["paper-priors", "informative-sampled-weight-var"])
-def test_geweke_full_sampler(priors):
+@pytest.mark.parametrize("priors,n", [({}, GW_PAPER_DRAWS), (SENSITIVE_SAMPLED_W, GW_INFORMATIVE_DRAWS)],
+                         ids=["paper-priors", "informative-sampled-weight-var"])
+def test_geweke_full_sampler(priors, n):
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    n = GW_DRAWS["informative-sampled-weight-var" if priors else "paper-priors"]
     zs = geweke_test(make_model(**priors), config, n, n, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) < Z, zs
 
@@ -108,7 +108,7 @@ def test_geweke_negative_control_wrong_precision_conditional(monkeypatch):
 
     monkeypatch.setattr(NLGBN, "update_parameters", planted)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    zs = geweke_test(make_model(), config, 4000, 4000, np.random.default_rng(3), **GW)
+    zs = geweke_test(make_model(), config, GW_PAPER_DRAWS, GW_PAPER_DRAWS, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -131,7 +131,7 @@ def test_geweke_negative_control_structure_moves_ignore_likelihood(monkeypatch):
     monkeypatch.setattr(nl, "collapsed_gain", no_gain)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
     # the same settings and draws as the passing informative run of test_geweke_full_sampler
-    n = GW_DRAWS["informative-sampled-weight-var"]
+    n = GW_INFORMATIVE_DRAWS
     zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, n, n, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
@@ -368,7 +368,7 @@ def test_geweke_negative_control_wrong_weight_variance_conditional(monkeypatch):
     monkeypatch.setattr(NLGBN, "update_weight_var", planted)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
     # the same settings and draws as the passing informative run of test_geweke_full_sampler
-    n = GW_DRAWS["informative-sampled-weight-var"]
+    n = GW_INFORMATIVE_DRAWS
     zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, n, n, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 

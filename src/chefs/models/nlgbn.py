@@ -404,8 +404,8 @@ class NLGBN:
     def _set_without_edge(self, rng, i, r) -> None:
         """Set MU_i without the edge, drawing the collapsed bias from its conditional."""
         if self.collapse_bias:
-            self._draw_bias(rng, i, 1.0 / self.bias_var + self.rho[i] * self.N, self.rho[i] * float(r.sum()), 0.0,
-                            0.0)
+            a, tb = 1.0 / self.bias_var + self.rho[i] * self.N, self.rho[i] * float(r.sum())
+            self._draw_bias(rng, i, a, tb, 0.0, 0.0)
             self.MU[i] = self.Y[i] - r + self.b[i]
         else:
             self.MU[i] = self.Y[i] - r
