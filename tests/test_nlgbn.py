@@ -475,7 +475,7 @@ def test_stationarity_negative_control_ecibp_birth_death_ignores_likelihood(monk
 # 200 data points make every edge's collapsed likelihood gain large, so a move that
 # mishandles it shows within two sweeps of an exact joint draw (no mixing needed).
 def _icp_stationarity(seed=1, replicates=2000, **kw):
-    """``kw``: further NLGBN settings (e.g. ``collapse_bias``)."""
+    """``kw``: further NLGBN settings (e.g. ``weight_prior``)."""
     from chefs.mcmc.geweke import stationarity_test
 
     return stationarity_test(make_model(N=200, **SENSITIVE, **kw), ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2,

@@ -38,8 +38,6 @@ PILOTS = 3  # default multi-start pilots per chain (docs/derivations.md section 
 #: importance draws per training point in the pilots' score (docs/derivations.md 3.7 and 3.9: 32 misranks
 #: states by hundreds of nats; 512 ranks them, but gave no consistent gain with 750-sweep pilots)
 PILOT_DRAWS = 32
-# the structure moves integrate the child's bias out with the changing weight (docs/derivations.md 3.2)
-COLLAPSE_BIAS = False
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
@@ -180,12 +178,6 @@ class BeliefNetwork:
         often) or draws from the prior given the initial structure. Only the
         start differs; the sampler and its target are the same
         (docs/derivations.md section 3.5).
-    collapse_bias : bool
-        Whether the structure moves (edge Gibbs, births and deaths, depth and
-        reversal moves) integrate the child's bias out together with the changing
-        weight and redraw both, instead of holding the bias fixed
-        (docs/derivations.md section 3.2, "Bias collapsed too"). The target is the
-        same either way; only how fast edges come and go differs.
     scheduler : str or None
         A Dask scheduler address (``tcp://HOST:8786``): each chain runs as a task
         on that cluster instead of in a local process, with the same numbers. The
@@ -200,8 +192,7 @@ class BeliefNetwork:
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
                  structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
-                 pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS,
-                 collapse_bias: bool = COLLAPSE_BIAS):
+                 pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -239,9 +230,6 @@ class BeliefNetwork:
         self.pilots = int(pilots)
         self.pilot_sweeps = max(1, burn_in // 2) if pilot_sweeps is None else int(pilot_sweeps)
         self.pilot_draws = int(pilot_draws)
-        if not isinstance(collapse_bias, (bool, np.bool_)):
-            raise ValueError(f"collapse_bias must be True or False, got {collapse_bias!r}")
-        self.collapse_bias = bool(collapse_bias)
         self.scheduler = scheduler
 
     # -------------------------------------------------------------- fit
@@ -301,8 +289,7 @@ class BeliefNetwork:
                  "activation_update": self.activation_update, "weight_prior": self.weight_prior,
                  "init_activations": self.init_activations,
                  "hmc_steps": self.hmc_steps, "hmc_adapt": self.burn_in,
-                 "pilots": self.pilots, "pilot_sweeps": self.pilot_sweeps, "pilot_draws": self.pilot_draws,
-                 "collapse_bias": self.collapse_bias}
+                 "pilots": self.pilots, "pilot_sweeps": self.pilot_sweeps, "pilot_draws": self.pilot_draws}
         if layered:
             model["structure_prior"] = {"name": self.prior}
         init = self._initial_graph(D)

@@ -57,10 +57,6 @@ def register(sub) -> None:
     f.add_argument("--pilot-draws", type=positive_int, default=None, metavar="D",
                    help="importance draws per training point in the pilots' score (default 32; 512 ranks long "
                         "pilots right: docs/derivations.md 3.9)")
-    f.add_argument("--collapse-bias", action=argparse.BooleanOptionalAction, default=None,
-                   help="the structure moves integrate the child's bias out with the changing weight and redraw "
-                        "both (same target, edges come and go faster; default: the library's, chefs.density."
-                        "COLLAPSE_BIAS; docs/derivations.md 3.2)")
     f.add_argument("--margin", type=float, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN; 0.1 fits real, "
@@ -149,8 +145,7 @@ def cmd_fit(args) -> int:
                         **({} if args.hmc_steps is None else {"hmc_steps": args.hmc_steps}),
                         **({} if args.pilots is None else {"pilots": args.pilots}),
                         pilot_sweeps=args.pilot_sweeps,
-                        **({} if args.pilot_draws is None else {"pilot_draws": args.pilot_draws}),
-                        **({} if args.collapse_bias is None else {"collapse_bias": args.collapse_bias}))
+                        **({} if args.pilot_draws is None else {"pilot_draws": args.pilot_draws}))
     try:
         net.fit(train)
     finally:  # also on Ctrl-C or a crash once the run exists: `chefs resume` then has the test split and names

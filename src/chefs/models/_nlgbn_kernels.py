@@ -252,52 +252,10 @@ def collapsed(U, Y, MU, W, rho, k, i, cur, v):
 
 
 @njit(cache=CACHE, error_model="numpy")
-def collapsed_b(U, Y, MU, W, b, rho, k, i, cur, v, vb):
-    """The collapsed gain of regressor U[k] for unit i with the bias b_i integrated out as well
-    (docs/derivations.md section 3.2, "Bias collapsed too"): with r = Y_i - MU_i + b_i + W_ki U_k
-    (i's residual without its bias and without k), b_i ~ N(0, vb) and W_ki ~ N(0, v),
-
-        gain = log [m(r | b, W) / m(r | b)] = -1/2 log(v d) + 1/2 t^2 / d,
-        d = 1/v + rho S_uu + rho (sum u)^2 / (vb N a),  t = rho (S_ur + sum u sum r / (vb N a)),
-        a = 1/vb + rho N,
-
-    with S_uu, S_ur the centred sums. Returns (gain, mean and variance of W given the edge,
-    a, t_b = rho sum r, c = rho sum u): given W, b ~ N((t_b - c W) / a, 1 / a); without the
-    edge, b ~ N(t_b / a, 1 / a)."""
-    N = Y.shape[1]
-    wk = W[k, i] if cur else 0.0
-    u0 = U[k, 0]
-    su = 0.0
-    suu = 0.0
-    sr = 0.0
-    sur = 0.0
-    for n in range(N):
-        du = U[k, n] - u0
-        r = Y[i, n] - MU[i, n] + b[i] + wk * U[k, n]
-        su += du
-        suu += du * du
-        sr += r
-        sur += du * r
-    rh = rho[i]
-    Suu = suu - su * su / N
-    Sur = sur - su * sr / N
-    sum_u = su + N * u0
-    a = 1.0 / vb + rh * N
-    extra = 1.0 / (vb * N * a)
-    d = 1.0 / v + rh * Suu + rh * sum_u * sum_u * extra
-    t = rh * (Sur + sum_u * sr * extra)
-    gain = -0.5 * math.log(v * d) + 0.5 * t * t / d
-    return gain, t / d, 1.0 / d, a, rh * sr, rh * sum_u
-
-
-@njit(cache=CACHE, error_model="numpy")
-def edge_pass(rng, theta, obs, alive, Z, m, npar, a, W, Y, U, MU, rho, b, alpha, phi, v, vb, with_b, stats, plant=0):
-    """Collapsed Gibbs of (Z_ki, W_ki) for every node i and candidate parent k; with ``with_b``,
-    of (Z_ki, W_ki, b_i): the bias is integrated out of the edge's conditional as well and redrawn
-    with the weight (``collapsed_b``; docs/derivations.md section 3.2).
-    ``plant`` (tests only): 1 drops the collapsed likelihood gain from the edge's
-    conditional (edges drawn from the prior alone); 2 (with ``with_b``) keeps the bias-collapsed gain
-    but leaves the bias where it was."""
+def edge_pass(rng, theta, obs, alive, Z, m, npar, a, W, Y, U, MU, rho, alpha, phi, v, stats, plant=0):
+    """Collapsed Gibbs of (Z_ki, W_ki) for every node i and candidate parent k
+    (docs/derivations.md section 3.2). ``plant`` (tests only): 1 drops the collapsed likelihood
+    gain from the edge's conditional (edges drawn from the prior alone)."""
     cap = theta.shape[0]
     cand = np.empty(cap, np.int64)
     N = Y.shape[1]
@@ -312,24 +270,14 @@ def edge_pass(rng, theta, obs, alive, Z, m, npar, a, W, Y, U, MU, rho, b, alpha,
                 continue
             p1 = edge_prior_prob(obs, Z, m, a, k, i, alpha, phi)
             cur = Z[k, i]
-            ab, tb, cb = 1.0, 0.0, 0.0
-            if with_b:
-                gain, mean, var, ab, tb, cb = collapsed_b(U, Y, MU, W, b, rho, k, i, cur, v, vb)
-            else:
-                gain, mean, var = collapsed(U, Y, MU, W, rho, k, i, cur, v)
+            gain, mean, var = collapsed(U, Y, MU, W, rho, k, i, cur, v)
             logit = math.log(p1) - math.log1p(-p1) + (0.0 if plant == 1 else gain)
             p = 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
             new = rng.random() < p
             w_old = W[k, i] if cur else 0.0
             w_new = mean + math.sqrt(var) * rng.standard_normal() if new else 0.0
-            db = 0.0
-            if with_b:
-                b_new = (tb - cb * w_new) / ab + rng.standard_normal() / math.sqrt(ab)
-                if plant != 2:
-                    db = b_new - b[i]
-                    b[i] = b_new
             for n in range(N):
-                MU[i, n] += (w_new - w_old) * U[k, n] + db
+                MU[i, n] += (w_new - w_old) * U[k, n]
             W[k, i] = w_new
             if new != cur:
                 apply_set_edge(Z, m, npar, k, i, new)

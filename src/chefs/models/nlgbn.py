@@ -68,34 +68,6 @@ def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> 
     return -0.5 * math.log(d) + 0.5 * v * t * t / d, v * t / d, v / d
 
 
-def collapsed_gain_bias(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0,
-                       vb: float = 1.0) -> tuple[float, float, float, float, float, float]:
-    """Log marginal-likelihood gain of adding regressor ``u`` with weight W ~ N(0, v) to a
-    residual ``r`` ~ N(b, 1/rho) whose bias b ~ N(0, vb) is integrated out on both sides:
-
-        log [int int N(r; b + W u, 1/rho) N(W; 0, v) N(b; 0, vb) dW db
-             / int N(r; b, 1/rho) N(b; 0, vb) db]
-
-    Returns (log gain, mean and variance of W given the edge, a, t_b, c): given W the bias is
-    N((t_b - c W) / a, 1 / a), and without the edge N(t_b / a, 1 / a). ``r`` is the child's
-    residual without its bias and without this regressor. Derivation: docs/derivations.md
-    section 3.2 ("Bias collapsed too"); the compiled twin is ``_nlgbn_kernels.collapsed_b``.
-    """
-    u = np.asarray(u, dtype=float)
-    r = np.asarray(r, dtype=float)
-    N = u.size
-    ubar = u.mean()
-    du = u - ubar
-    Suu = float(du @ du)
-    Sur = float(du @ r)
-    sum_u, sum_r = float(u.sum()), float(r.sum())
-    a = 1.0 / vb + rho * N
-    extra = 1.0 / (vb * N * a)
-    d = 1.0 / v + rho * Suu + rho * sum_u * sum_u * extra
-    t = rho * (Sur + sum_u * sum_r * extra)
-    return -0.5 * math.log(v * d) + 0.5 * t * t / d, t / d, 1.0 / d, a, rho * sum_r, rho * sum_u
-
-
 class NLGBN:
     """NLGBN likelihood and its within-model updates on a graph state (003 sections 2 and 4,
     002 section 4.1; docs/derivations.md section 3).
@@ -121,12 +93,7 @@ class NLGBN:
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
                  bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm",
                  weight_prior=None, init_activations: str = "prior", hmc_steps: int = 0, hmc_adapt: int = 0,
-                 hmc_plant: int = 0, collapse_bias: bool = False):
-        if not isinstance(collapse_bias, (bool, np.bool_)):
-            raise ValueError(f"collapse_bias must be True or False, got {collapse_bias!r}")
-        # the structure moves integrate the child's bias out with the changing weight and redraw
-        # both (docs/derivations.md section 3.2, "Bias collapsed too"); False: the weight alone
-        self.collapse_bias = bool(collapse_bias)
+                 hmc_plant: int = 0):
         if init_activations not in INIT_ACTIVATIONS:
             raise ValueError(f"init_activations must be one of {INIT_ACTIVATIONS}, got {init_activations!r}")
         self.init_activations = init_activations
@@ -353,8 +320,8 @@ class NLGBN:
         docs/derivations.md section 3.2 (section 2.2 for the prior side).
         """
         theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
-        _kern.edge_pass(rng, theta, obs, alive, Z, m, npar, a, self.W, self.Y, self.U, self.MU, self.rho, self.b,
-                        hyper["alpha"], hyper["phi"], self.weight_var, self.bias_var, self.collapse_bias, self.stats)
+        _kern.edge_pass(rng, theta, obs, alive, Z, m, npar, a, self.W, self.Y, self.U, self.MU, self.rho,
+                        hyper["alpha"], hyper["phi"], self.weight_var, self.stats)
 
     def birth_death(self, rng, state, hyper) -> None:
         """Birth or death of a singleton-orphan hidden parent (eqs. 14-15 of 002, re-derived:
@@ -369,51 +336,31 @@ class NLGBN:
             self._accept_birth_death(rng, state, kind, lr, h, i, lambda: kern.undo_birth_death(
                 theta, obs, fixed, alive, tie, Z, m, npar, a, kind, h, i))
 
-    # the collapsed structure moves: with ``collapse_bias`` the child's bias is integrated out
-    # together with the changing weight and redrawn with it on acceptance (derivations §3.2)
+    # the collapsed structure moves (derivations §3.2): the changing weight is integrated out
     def _base(self, i) -> np.ndarray:
-        """Unit i's residual Y_i - MU_i, without its bias when the bias is collapsed."""
-        r = self.Y[i] - self.MU[i]
-        return r + self.b[i] if self.collapse_bias else r
+        """Unit i's residual Y_i - MU_i."""
+        return self.Y[i] - self.MU[i]
 
     def _gain(self, u, r, i) -> tuple:
         """Collapsed gain of regressor ``u`` on unit i's residual ``r`` (from ``_base`` plus the
-        changing weight's term): ``collapsed_gain_bias`` or ``collapsed_gain``."""
-        if self.collapse_bias:
-            return collapsed_gain_bias(u, r, self.rho[i], self.weight_var, self.bias_var)
+        changing weight's term): ``collapsed_gain``."""
         return collapsed_gain(u, r, self.rho[i], self.weight_var)
 
-    def _draw_bias(self, rng, i, a, tb, c, w) -> float:
-        """Draw b_i from its conditional N((t_b - c W) / a, 1 / a) given the collapsed weight W
-        (c = 0: no edge), store it and return the change."""
-        b = (tb - c * w) / a + rng.normal() / math.sqrt(a)
-        db, self.b[i] = b - self.b[i], b
-        return db
-
     def _set_with_edge(self, rng, g, i, r, u) -> float:
-        """Draw the collapsed weight (and the bias) from their conditional given the edge, set
-        MU_i, return the weight."""
+        """Draw the collapsed weight from its conditional given the edge, set MU_i, return the
+        weight."""
         w = g[1] + math.sqrt(g[2]) * rng.normal()
-        if self.collapse_bias:
-            self._draw_bias(rng, i, g[3], g[4], g[5], w)
-            self.MU[i] = self.Y[i] - r + self.b[i] + w * u
-        else:
-            self.MU[i] = self.Y[i] - r + w * u
+        self.MU[i] = self.Y[i] - r + w * u
         return w
 
     def _set_without_edge(self, rng, i, r) -> None:
-        """Set MU_i without the edge, drawing the collapsed bias from its conditional."""
-        if self.collapse_bias:
-            a, tb = 1.0 / self.bias_var + self.rho[i] * self.N, self.rho[i] * float(r.sum())
-            self._draw_bias(rng, i, a, tb, 0.0, 0.0)
-            self.MU[i] = self.Y[i] - r + self.b[i]
-        else:
-            self.MU[i] = self.Y[i] - r
+        """Set MU_i without the edge."""
+        self.MU[i] = self.Y[i] - r
 
     def _accept_birth_death(self, rng, state, kind, lr, h, i, undo) -> None:
         """Likelihood side of a tentatively applied birth (kind 1) or death (2) of
         h, the only parent-less parent of i: new unit from its prior, W_hi
-        collapsed, and b_i with it under ``collapse_bias`` (derivations §3.2); ``undo()``
+        collapsed (derivations §3.2); ``undo()``
         reverts the structure."""
         self.stats[1, 0] += 1
         if kind == 1:
@@ -546,12 +493,8 @@ class NLGBN:
             for k in prior.edge_candidates(state, i):
                 p1 = prior.edge_prior_prob(state, k, i)
                 cur = bool(state.Z[k, i])
-                if self.collapse_bias:
-                    gain, mean, var, ab, tb, cb = _kern.collapsed_b(self.U, self.Y, self.MU, self.W, self.b, self.rho,
-                                                                    k, i, cur, self.weight_var, self.bias_var)
-                else:
-                    gain, mean, var = _kern.collapsed(self.U, self.Y, self.MU, self.W, self.rho, k, i, cur,
-                                                      self.weight_var)
+                gain, mean, var = _kern.collapsed(self.U, self.Y, self.MU, self.W, self.rho, k, i, cur,
+                                                  self.weight_var)
                 if p1 <= 0.0 or p1 >= 1.0:
                     new = p1 >= 1.0
                 else:
@@ -559,10 +502,7 @@ class NLGBN:
                     new = rng.random() < (1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0)
                 w_old = self.W[k, i] if cur else 0.0
                 w_new = mean + math.sqrt(var) * rng.normal() if new else 0.0
-                if self.collapse_bias:  # one pass over MU_i for the weight and the bias
-                    self.MU[i] += (w_new - w_old) * self.U[k] + self._draw_bias(rng, i, ab, tb, cb, w_new)
-                else:
-                    self.MU[i] += (w_new - w_old) * self.U[k]
+                self.MU[i] += (w_new - w_old) * self.U[k]
                 self.W[k, i] = w_new
                 if new != cur:
                     kern.apply_set_edge(state.Z, state.m, state.npar, k, i, new)
@@ -762,6 +702,9 @@ def model_from_spec(spec: dict, run_dir, state, structure_prior=None) -> NLGBN:
     :mod:`chefs.models` registers with the chain driver under ``"nlgbn"``."""
     from pathlib import Path
 
+    if spec.get("collapse_bias"):
+        raise ValueError("this run was fitted with collapse_bias, an option since removed (docs/derivations.md "
+                         "section 3.11); continue it with the chefs of commit 5542530 or earlier")
     data = np.load(Path(run_dir) / spec["data"], allow_pickle=False)
     return NLGBN(data, state.graph.capacity, state.rng, num_tries=spec.get("num_tries", 4),
                  structure_moves=spec.get("structure_moves"),
@@ -771,6 +714,4 @@ def model_from_spec(spec: dict, run_dir, state, structure_prior=None) -> NLGBN:
                  init_activations=spec.get("init_activations", "prior"),
                  # runs written before HMC existed: Gibbs updates only
                  hmc_steps=spec.get("hmc_steps", 0), hmc_adapt=spec.get("hmc_adapt", 0),
-                 # runs written before the setting existed held the bias fixed in the structure moves
-                 collapse_bias=bool(spec.get("collapse_bias", False)),
                  structure_prior=structure_prior)
