@@ -460,7 +460,7 @@ def test_stationarity_negative_control_layered_birth_death_ignores_likelihood(mo
     """The check above catches CIBP and ECIBP birth/death moves that drop the likelihood gain:
     the observed units' second moment and the parents' share of the data fall (deaths of hidden
     parents the data need). At five data points this plant read only |z| 3.6 (CIBP, 2,000
-    replicates) and 3.8-4.7 (ECIBP, seeds 1-3)."""
+    replicates) and 3.8-4.7 (ECIBP, 4,000 replicates, seeds 1-3)."""
     _birth_death_ignores_likelihood(monkeypatch)
     zs = _layered_stationarity(name, BIRTH_DEATH_REPLICATES, **BIRTH_DEATH)
     assert max(abs(z) for z in zs.values()) > Z, zs
