@@ -86,8 +86,9 @@ SENSITIVE_SAMPLED_W = {"rho_prior": (4.0, 1.0), "weight_prior": (2.0, 8.0)}
 
 
 # Draws per side: the paper-priors run pairs with the precision control, which reads only |z| 5.7 at
-# 2,000 draws (seed 3; seeds 4 and 5: 4.46 and 3.74, measured at stop 33), so it keeps 4,000; the informative run pairs with the structure-move and weight-variance
-# controls, which read 8.97 and 35.3 at 2,000 draws (its own max |z| 1.39 there), so it runs at 2,000.
+# 2,000 draws (seed 3; seeds 4 and 5: 4.46 and 3.74, measured at stop 33), so it keeps 4,000; the
+# informative run pairs with the structure-move and weight-variance controls, which read 8.97 and 35.3
+# at 2,000 draws (its own max |z| 1.39 there), so it runs at 2,000.
 GW_PAPER_DRAWS, GW_INFORMATIVE_DRAWS = 4000, 2000
 
 
@@ -469,11 +470,10 @@ def test_stationarity_negative_control_layered_birth_death_ignores_likelihood(mo
 # ------------------------------------- ICP path, joint-draw stationarity
 # 200 data points make every edge's collapsed likelihood gain large, so a move that
 # mishandles it shows within two sweeps of an exact joint draw (no mixing needed).
-def _icp_stationarity(seed=1, replicates=1000, **kw):
-    """``kw``: further NLGBN settings (e.g. ``weight_prior``)."""
+def _icp_stationarity(seed=1, replicates=1000):
     from chefs.mcmc.geweke import stationarity_test
 
-    return stationarity_test(make_model(N=200, **SENSITIVE, **kw), ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2,
+    return stationarity_test(make_model(N=200, **SENSITIVE), ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2,
                              np.random.default_rng(seed))
 
 
@@ -576,15 +576,16 @@ class _OneMoveOnly(NLGBN):
             getattr(self, self.only)(rng, state, hyper)
 
 
-def _one_move_stationarity(move, seed=4, replicates=4000, **kw):
-    """z-scores of two rounds (five proposals of ``move``, then a data refresh) from exact joint
-    draws; 20 data points and the ``SENSITIVE`` priors, so the collapsed weight's conditional
-    matters."""
+def _one_move_stationarity(move, seed=4):
+    """z-scores of two rounds (five proposals of ``move``, then a data refresh) from
+    ``ONE_MOVE_REPLICATES[move]`` exact joint draws; 20 data points and the ``SENSITIVE`` priors,
+    so the collapsed weight's conditional matters."""
     from chefs.mcmc.geweke import stationarity_test
 
-    model = make_model(N=20, structure_moves=5, cls=_OneMoveOnly, **SENSITIVE, **kw)
+    model = make_model(N=20, structure_moves=5, cls=_OneMoveOnly, **SENSITIVE)
     model.only = move
-    zs = stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2, np.random.default_rng(seed))
+    zs = stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), ONE_MOVE_REPLICATES[move], 2,
+                           np.random.default_rng(seed))
     return zs, model.stats
 
 
@@ -601,7 +602,7 @@ ONE_MOVE_REPLICATES = {"birth_death": 2000, "depth_move": 4000}
 def test_stationarity_icp_structure_move_alone(move, row):
     """Births/deaths (or depth moves) of the ICP path alone, from exact joint draws, leave every
     test function's mean unchanged, and they are accepted often enough to be tested."""
-    zs, stats = _one_move_stationarity(move, replicates=ONE_MOVE_REPLICATES[move])
+    zs, stats = _one_move_stationarity(move)
     assert stats[row, 1] > 0.05 * stats[row, 0], stats[row]
     assert max(abs(z) for z in zs.values()) < Z, zs
 
@@ -619,7 +620,7 @@ def test_stationarity_negative_control_birth_weight_from_the_prior(monkeypatch):
             self.MU[i] = self.Y[i] - r0 + self.W[h, i] * self.U[h]
 
     monkeypatch.setattr(NLGBN, "_accept_birth_death", planted)
-    zs, _ = _one_move_stationarity("birth_death", replicates=ONE_MOVE_REPLICATES["birth_death"])
+    zs, _ = _one_move_stationarity("birth_death")
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -628,5 +629,5 @@ def test_stationarity_negative_control_depth_weight_from_the_prior(monkeypatch):
     mean 0 and variance v) are caught."""
     real = nl.collapsed_gain
     monkeypatch.setattr(nl, "collapsed_gain", lambda u, r, rho, v=1.0: (real(u, r, rho, v)[0], 0.0, v))
-    zs, _ = _one_move_stationarity("depth_move", replicates=ONE_MOVE_REPLICATES["depth_move"])
+    zs, _ = _one_move_stationarity("depth_move")
     assert max(abs(z) for z in zs.values()) > Z, zs

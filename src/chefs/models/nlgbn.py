@@ -353,7 +353,7 @@ class NLGBN:
         self.MU[i] = self.Y[i] - r + w * u
         return w
 
-    def _set_without_edge(self, rng, i, r) -> None:
+    def _set_without_edge(self, i, r) -> None:
         """Set MU_i without the edge."""
         self.MU[i] = self.Y[i] - r
 
@@ -377,7 +377,7 @@ class NLGBN:
             g = self._gain(self.U[h], r0, i)
             if math.log(rng.random()) < lr - g[0]:
                 self.W[h, i] = 0.0
-                self._set_without_edge(rng, i, r0)
+                self._set_without_edge(i, r0)
                 self.stats[1, 1] += 1
             else:
                 undo()
@@ -442,7 +442,7 @@ class NLGBN:
         lr = (0.0 if plant == 1 else after - before) + gain_new - gain_old
         if math.log(rng.random()) < lr:
             self.W[k, i] = 0.0
-            self._set_without_edge(rng, i, r_i)
+            self._set_without_edge(i, r_i)
             self.W[i, k] = self._set_with_edge(rng, g_new, k, r_k, self.U[i])
             self.stats[6, 1] += 1
         else:
