@@ -253,6 +253,38 @@ def test_fit_writes_the_summaries_and_load_reads_them(tmp_path):
     assert back.names_ == ["x", "y", "z"]
 
 
+def test_each_chain_starts_at_its_own_prior_draw(tmp_path):
+    """Causal runs store one start per chain, with the observed units at different orders (chains from
+    one shared start kept its order and agreed for that reason; docs/derivations.md 3.8). Chain 0's start
+    is the shared start of older runs; a density run keeps one shared start; an empty start stores none."""
+    from chefs.mcmc.run import create_run
+
+    run = tmp_path / "run"
+    cd = CausalDiscovery(seed=5, chains=3, out=run, sweeps=4, burn_in=2, thin=1, progress=False).fit(_data(60))
+    spec = json.loads((run / "config.json").read_text())
+    assert spec["initial_graph"] is None and len(spec["initial_graphs"]) == 3
+    orders = [tuple(np.asarray(g["theta"])[np.asarray(g["observed"])]) for g in spec["initial_graphs"]]
+    assert len(set(orders)) == 3 and all(0 < t < 1 for o in orders for t in o)
+    assert spec["initial_graphs"][0] == cd._initial_graph(3).to_dict()
+    # chain i's fresh state (and each of its pilots') is its own start
+    from chefs.mcmc import run as run_mod
+
+    for i, g in enumerate(spec["initial_graphs"]):
+        state, _ = run_mod._fresh_chain(spec, ChainConfig.from_dict(spec["config"]), run, np.random.default_rng(0), i)
+        assert state.graph.to_dag().to_dict() == g
+    dens = tmp_path / "dens"
+    BeliefNetwork(seed=5, chains=2, out=dens, sweeps=4, burn_in=2, thin=1, progress=False, pilots=1).fit(_data(60))
+    spec = json.loads((dens / "config.json").read_text())
+    assert "initial_graphs" not in spec and spec["initial_graph"] is not None
+    assert CausalDiscovery(chains=2, init_hidden=0)._initial_graphs(3) is None
+    config = ChainConfig(2, None, 1.0, 1.0, 1.0)
+    g = cd._initial_graph(3)
+    with pytest.raises(ValueError, match="one graph per chain"):
+        create_run(tmp_path / "bad", config, 4, chains=2, initial_graphs=[g])
+    with pytest.raises(ValueError, match="not both"):
+        create_run(tmp_path / "bad", config, 4, chains=1, initial_graph=g, initial_graphs=[g])
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="input columns"):
         CausalDiscovery(inputs=(0,))

@@ -315,6 +315,16 @@ class CausalDiscovery(BeliefNetwork):
     def _observed_orders(self, D: int):
         return None  # free: U(0, 1) a priori, sampled
 
+    def _initial_graphs(self, D: int):
+        """Each chain starts at its own prior draw, its observed units at their own random orders
+        (docs/derivations.md 3.8): chains from one shared start agreed with each other because
+        they kept its order, which made the chain comparison blind to that. Chain 0's start is
+        the shared start of runs before stop 34. None for an empty start (``init_hidden=0``:
+        each chain then draws its observed orders from its own stream)."""
+        if not self.init_hidden:
+            return None
+        return [self._initial_graph(D, c) for c in range(self.chains)]
+
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
         (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_}))

@@ -292,9 +292,11 @@ class BeliefNetwork:
                  "pilots": self.pilots, "pilot_sweeps": self.pilot_sweeps, "pilot_draws": self.pilot_draws}
         if layered:
             model["structure_prior"] = {"name": self.prior}
-        init = self._initial_graph(D)
+        per_chain = self._initial_graphs(D)
+        init = None if per_chain is not None else self._initial_graph(D)
         run = create_run(out, config, self.sweeps, self.burn_in, self.thin, self.chains, self.seed,
-                         self.checkpoint_every, model=model, force=self.force, initial_graph=init)
+                         self.checkpoint_every, model=model, force=self.force, initial_graph=init,
+                         initial_graphs=per_chain)
         np.save(run / "train01.npy", self.map_.forward(X))
         np.save(run / "train.npy", X)
         (run / "unitmap.json").write_text(json.dumps({**self.map_.to_dict(), "inputs": list(self.inputs)}))
@@ -314,16 +316,24 @@ class BeliefNetwork:
         returns None (every order free, sampled; docs/derivations.md section 3.8)."""
         return [1.0 if j in self.inputs else 0.0 for j in range(D)]
 
-    def _initial_graph(self, D: int):
+    def _initial_graphs(self, D: int):
+        """One starting structure per chain, or None: every chain starts from the one
+        structure of :meth:`_initial_graph` (density estimation; ``chefs.causal``
+        draws one per chain)."""
+        return None
+
+    def _initial_graph(self, D: int, chain: int = 0):
         """Starting structure: a draw from the ICP with gamma chosen so that the
         expected number of hidden units is about ``init_hidden`` (first layer),
         every hidden unit connected to the data; None for an empty start.
-        The start does not change the target, only how fast the chain gets there."""
+        The start does not change the target, only how fast the chain gets there.
+        ``chain`` > 0 draws another structure (its own random stream); chain 0's is the
+        structure that every chain shares when :meth:`_initial_graphs` gives None."""
         if not self.init_hidden:
             return None
         from .priors.icp import ICP
 
-        rng = np.random.default_rng([self.seed, 7919])
+        rng = np.random.default_rng([self.seed, 7919] if chain == 0 else [self.seed, 7919, chain])
         if self.prior != "icp":
             from .mcmc.run import make_structure_prior
 

@@ -93,8 +93,17 @@ def make_structure_prior(spec: dict | None):
 
 def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: int = 1, chains: int = 1,
                seed: int = 0, checkpoint_every: float = 5.0, model: dict | None = None, force: bool = False,
-               initial_graph=None) -> Path:
-    """Create a run directory (refuses to overwrite an existing one unless ``force``)."""
+               initial_graph=None, initial_graphs=None) -> Path:
+    """Create a run directory (refuses to overwrite an existing one unless ``force``).
+
+    ``initial_graph``: one starting structure shared by every chain (None: the observed
+    nodes alone). ``initial_graphs``: one per chain instead (a list of ``chains`` DAGs;
+    docs/derivations.md 3.8: causal discovery starts each chain at its own prior draw)."""
+    if initial_graphs is not None:
+        if initial_graph is not None:
+            raise ValueError("give either initial_graph (shared) or initial_graphs (one per chain), not both")
+        if len(initial_graphs) != int(chains):
+            raise ValueError(f"initial_graphs needs one graph per chain ({chains}), got {len(initial_graphs)}")
     for name, v, lo in (("sweeps", sweeps, 1), ("thin", thin, 1), ("chains", chains, 1), ("burn_in", burn_in, 0),
                         ("seed", seed, 0)):
         if int(v) != v or v < lo:
@@ -126,6 +135,7 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
         "checkpoint_every": float(checkpoint_every),
         "model": model or {"name": "null"},
         "initial_graph": None if initial_graph is None else initial_graph.to_dict(),
+        **({} if initial_graphs is None else {"initial_graphs": [g.to_dict() for g in initial_graphs]}),
         "versions": package_versions(),
     }
     atomic_write_json(out / CONFIG_FILE, spec)
@@ -183,12 +193,12 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         store.truncate_after(state.sweep)
     else:
         rng = chain_seed(spec["seed"], spec["chains"], index)
-        state, model = _fresh_chain(spec, config, run_dir, rng)
+        state, model = _fresh_chain(spec, config, run_dir, rng, index)
         pilots = int((spec.get("model") or {}).get("pilots", 1))
         if pilots > 1:
             report = _PilotReport(cdir, progress, run_dir / STOP_FILE, pilot_sweeps_total(spec))
             try:
-                state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model, report)
+                state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model, report, index)
             except _Stopped:  # asked to stop during the pilots: nothing to checkpoint yet (they run again)
                 store.close()
                 return {"chain": index, "sweep": 0, "started_at": 0, "samples": 0, "stopped": True,
@@ -239,12 +249,16 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         store.close()
 
 
-def _fresh_chain(spec: dict, config: ChainConfig, run_dir, rng):
-    """A chain's start: the run's initial graph (or the observed nodes alone) and the
+def _fresh_chain(spec: dict, config: ChainConfig, run_dir, rng, index: int = 0):
+    """A chain's start: chain ``index``'s own initial graph when the run has one per chain
+    (``initial_graphs``), else the run's shared one (or the observed nodes alone), and the
     model's start values, all drawn from ``rng``."""
     from ..graph import DAG
 
-    init = DAG.from_dict(spec["initial_graph"]) if spec.get("initial_graph") else None
+    if spec.get("initial_graphs"):
+        init = DAG.from_dict(spec["initial_graphs"][index])
+    else:
+        init = DAG.from_dict(spec["initial_graph"]) if spec.get("initial_graph") else None
     sp = make_structure_prior((spec.get("model") or {}).get("structure_prior"))
     if sp is not None:  # layered priors: hidden units of a layer share their order value
         g0 = init if init is not None else DAG(np.zeros(config.num_observed), np.ones(config.num_observed, bool),
@@ -302,7 +316,8 @@ class _PilotReport:
         self.path.unlink(missing_ok=True)
 
 
-def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, state, model, report=None):
+def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, state, model, report=None,
+                index: int = 0):
     """Multi-start (a start-up heuristic, before any sample is kept; docs/derivations.md
     section 3.7): ``pilots`` short chains from fresh starts, ``pilot_sweeps`` sweeps each
     (structure warm-up included), all on the chain's own random stream; the one whose
@@ -315,7 +330,7 @@ def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, stat
     best = None
     for p in range(pilots):
         if p:
-            state, model = _fresh_chain(spec, config, run_dir, rng)
+            state, model = _fresh_chain(spec, config, run_dir, rng, index)
         for _ in sample(state, config, sweeps, model):
             if report is not None:
                 report()
