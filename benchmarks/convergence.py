@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import re
 import sys
@@ -248,7 +247,7 @@ def summary(rows, datasets, seeds, configs, header) -> str:
 
     models = [("icp", label) for label, _ in configs] + [("dpgmm", ""), ("kde", ""), ("truth", "")]
     name_of = lambda m, c: f"icp {c}" if m == "icp" else m
-    lines = [f"# Convergence: HD and held-out log-likelihood against CPU time", "", header, "",
+    lines = ["# Convergence: HD and held-out log-likelihood against CPU time", "", header, "",
              f"## CPU seconds to reach {THRESHOLD} x DP-GMM's HD (median over the seeds that reach it; "
              "how many of them do)", "", "| model | " + " | ".join(datasets) + " |",
              "|---|" + "---|" * len(datasets)]

@@ -718,7 +718,7 @@ def test_niw_sample_predictive_follows_log_predictive():
     by one (a plant) is caught."""
     from scipy.stats import kstest, t as student_t
 
-    d, dof = 2, _NIW.nu0 - 2 + 1
+    dof = _NIW.nu0 - 2 + 1  # d = 2 columns
     scale = _NIW.psi0 * (_NIW.kappa0 + 1) / (_NIW.kappa0 * dof)
     a = np.array([0.8, -0.6])
     sd = float(np.sqrt(a @ scale @ a))
