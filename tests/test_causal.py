@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from chefs.causal import CausalDiscovery, CausalSummary, relations
 from chefs.density import BeliefNetwork
 from chefs.cli import main
 from chefs.mcmc.chain import ChainConfig
+from chefs.mcmc.state import GraphState
 from chefs.models import nlgbn as nl
 from chefs.models.nlgbn import NLGBN
 
@@ -253,11 +255,14 @@ def test_fit_writes_the_summaries_and_load_reads_them(tmp_path):
     assert back.names_ == ["x", "y", "z"]
 
 
-def test_each_chain_starts_at_its_own_prior_draw(tmp_path):
+def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch):
     """Causal runs store one start per chain, with the observed units at different orders (chains from
-    one shared start kept its order and agreed for that reason; docs/derivations.md 3.8). Chain 0's start
-    is the shared start of older runs; a density run keeps one shared start; an empty start stores none."""
+    one shared start kept its order and agreed for that reason; docs/derivations.md 3.8), and each chain,
+    its pilots included, starts from its own. Chain 0's start is the shared start of older runs; a density
+    run keeps one shared start; an empty start stores none; a bad chain count keeps its ValueError."""
+    from chefs.mcmc import run as run_mod
     from chefs.mcmc.run import create_run
+    from chefs.priors.icp import ICP
 
     run = tmp_path / "run"
     cd = CausalDiscovery(seed=5, chains=3, out=run, sweeps=4, burn_in=2, thin=1, progress=False).fit(_data(60))
@@ -265,24 +270,37 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path):
     assert spec["initial_graph"] is None and len(spec["initial_graphs"]) == 3
     orders = [tuple(np.asarray(g["theta"])[np.asarray(g["observed"])]) for g in spec["initial_graphs"]]
     assert len(set(orders)) == 3 and all(0 < t < 1 for o in orders for t in o)
-    assert spec["initial_graphs"][0] == cd._initial_graph(3).to_dict()
-    # chain i's fresh state (and each of its pilots') is its own start
-    from chefs.mcmc import run as run_mod
-
+    # chain 0: the draw every chain shared before (the recipe of BeliefNetwork._initial_graph, written out)
+    gamma = cd.init_hidden / sum(1.0 / (1.0 + r) for r in range(3))
+    old = ICP(1.0, gamma, cd.phi).sample(np.random.default_rng([5, 7919]), 3, observed_order=None, max_nodes=20 * 53)
+    assert spec["initial_graphs"][0] == old.to_dict()
+    # each chain, run afresh in this process, checkpoints its own start at sweep 0
     for i, g in enumerate(spec["initial_graphs"]):
-        state, _ = run_mod._fresh_chain(spec, ChainConfig.from_dict(spec["config"]), run, np.random.default_rng(0), i)
-        assert state.graph.to_dag().to_dict() == g
+        shutil.rmtree(run / f"chain-{i}")
+        run_mod.run_chain(run, i, stop_after=0)
+        rec = json.loads((run / f"chain-{i}" / "checkpoint.json").read_text())
+        assert GraphState.from_record(rec["graph"]).to_dag().to_dict() == g
+    # with pilots, every pilot of chain i starts from chain i's start
+    spec["model"].update(pilots=2, pilot_sweeps=1)
+    (run / "config.json").write_text(json.dumps(spec))
+    seen, real = [], run_mod._fresh_chain
+    monkeypatch.setattr(run_mod, "_fresh_chain", lambda *a: seen.append(a[4]) or real(*a))
+    for i in range(3):
+        shutil.rmtree(run / f"chain-{i}")
+        run_mod.run_chain(run, i, stop_after=0)
+    assert seen == [0, 0, 1, 1, 2, 2]
     dens = tmp_path / "dens"
     BeliefNetwork(seed=5, chains=2, out=dens, sweeps=4, burn_in=2, thin=1, progress=False, pilots=1).fit(_data(60))
     spec = json.loads((dens / "config.json").read_text())
     assert "initial_graphs" not in spec and spec["initial_graph"] is not None
     assert CausalDiscovery(chains=2, init_hidden=0)._initial_graphs(3) is None
+    with pytest.raises(ValueError, match="chains must be an integer"):
+        CausalDiscovery(chains=0, out=tmp_path / "zero", **FAST).fit(_data(60))
     config = ChainConfig(2, None, 1.0, 1.0, 1.0)
-    g = cd._initial_graph(3)
     with pytest.raises(ValueError, match="one graph per chain"):
-        create_run(tmp_path / "bad", config, 4, chains=2, initial_graphs=[g])
+        create_run(tmp_path / "bad", config, 4, chains=2, initial_graphs=[old])
     with pytest.raises(ValueError, match="not both"):
-        create_run(tmp_path / "bad", config, 4, chains=1, initial_graph=g, initial_graphs=[g])
+        create_run(tmp_path / "bad", config, 4, chains=1, initial_graph=old, initial_graphs=[old])
 
 
 def test_bad_settings_are_refused():

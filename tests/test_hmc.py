@@ -263,8 +263,8 @@ def test_best_pilot_is_the_highest_scoring_start(tmp_path, monkeypatch):
 
         monkeypatch.setattr(NLGBN, "score_state", score)
         rng = run_mod.chain_seed(spec["seed"], spec["chains"], 0)
-        state, model = run_mod._fresh_chain(spec, config, out, rng)
-        state, model = run_mod._best_pilot(spec, config, out, rng, 3, state, model)
+        state, model = run_mod._fresh_chain(spec, config, out, rng, 0)
+        state, model = run_mod._best_pilot(spec, config, out, rng, 3, state, model, index=0)
         assert len(seen) == 3 and len(set(seen)) == 3
         assert json.dumps(state.graph.to_dag().to_dict()) == seen[2 if order > 0 else 0]
         assert model is models[2 if order > 0 else 0]  # the chosen pilot's own model
@@ -307,8 +307,8 @@ def test_pilot_draws_reach_the_pilots_score(tmp_path, monkeypatch):
         monkeypatch.setattr(NLGBN, "score_state", lambda self, state, rng, num_is=32, max_points=1000: seen.append(num_is) or 0.0)
         sp = dict(spec, model=model_spec)
         rng = run_mod.chain_seed(sp["seed"], sp["chains"], 0)
-        state, model = run_mod._fresh_chain(sp, config, out, rng)
-        run_mod._best_pilot(sp, config, out, rng, 3, state, model)
+        state, model = run_mod._fresh_chain(sp, config, out, rng, 0)
+        run_mod._best_pilot(sp, config, out, rng, 3, state, model, index=0)
         assert seen == [expected] * 3
 
 

@@ -321,9 +321,10 @@ class CausalDiscovery(BeliefNetwork):
         they kept its order, which made the chain comparison blind to that. Chain 0's start is
         the shared start of runs before stop 34. None for an empty start (``init_hidden=0``:
         each chain then draws its observed orders from its own stream)."""
-        if not self.init_hidden:
-            return None
-        return [self._initial_graph(D, c) for c in range(self.chains)]
+        n = self.chains
+        if not self.init_hidden or isinstance(n, bool) or int(n) != n or n < 1:
+            return None  # an empty start; a bad chain count is refused by create_run with its own message
+        return [self._initial_graph(D, c) for c in range(int(n))]
 
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`

@@ -99,11 +99,6 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
     ``initial_graph``: one starting structure shared by every chain (None: the observed
     nodes alone). ``initial_graphs``: one per chain instead (a list of ``chains`` DAGs;
     docs/derivations.md 3.8: causal discovery starts each chain at its own prior draw)."""
-    if initial_graphs is not None:
-        if initial_graph is not None:
-            raise ValueError("give either initial_graph (shared) or initial_graphs (one per chain), not both")
-        if len(initial_graphs) != int(chains):
-            raise ValueError(f"initial_graphs needs one graph per chain ({chains}), got {len(initial_graphs)}")
     for name, v, lo in (("sweeps", sweeps, 1), ("thin", thin, 1), ("chains", chains, 1), ("burn_in", burn_in, 0),
                         ("seed", seed, 0)):
         if int(v) != v or v < lo:
@@ -115,6 +110,11 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
                          f"({sweeps} - {burn_in}); lower --thin or --burn-in, or raise --sweeps")
     if not checkpoint_every > 0:
         raise ValueError("checkpoint interval must be positive (seconds)")
+    if initial_graphs is not None:
+        if initial_graph is not None:
+            raise ValueError("give either initial_graph (shared) or initial_graphs (one per chain), not both")
+        if len(initial_graphs) != int(chains):
+            raise ValueError(f"initial_graphs needs one graph per chain ({chains}), got {len(initial_graphs)}")
     out = Path(out)
     from ..runkind import refuse_file_as_dir
 
@@ -198,7 +198,7 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         if pilots > 1:
             report = _PilotReport(cdir, progress, run_dir / STOP_FILE, pilot_sweeps_total(spec))
             try:
-                state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model, report, index)
+                state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model, report, index=index)
             except _Stopped:  # asked to stop during the pilots: nothing to checkpoint yet (they run again)
                 store.close()
                 return {"chain": index, "sweep": 0, "started_at": 0, "samples": 0, "stopped": True,
@@ -249,7 +249,7 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         store.close()
 
 
-def _fresh_chain(spec: dict, config: ChainConfig, run_dir, rng, index: int = 0):
+def _fresh_chain(spec: dict, config: ChainConfig, run_dir, rng, index: int):
     """A chain's start: chain ``index``'s own initial graph when the run has one per chain
     (``initial_graphs``), else the run's shared one (or the observed nodes alone), and the
     model's start values, all drawn from ``rng``."""
@@ -316,8 +316,8 @@ class _PilotReport:
         self.path.unlink(missing_ok=True)
 
 
-def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, state, model, report=None,
-                index: int = 0):
+def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, state, model, report=None, *,
+                index: int):
     """Multi-start (a start-up heuristic, before any sample is kept; docs/derivations.md
     section 3.7): ``pilots`` short chains from fresh starts, ``pilot_sweeps`` sweeps each
     (structure warm-up included), all on the chain's own random stream; the one whose
