@@ -255,7 +255,7 @@ def test_fit_writes_the_summaries_and_load_reads_them(tmp_path):
     assert back.names_ == ["x", "y", "z"]
 
 
-def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch):
+def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
     """Causal runs store one start per chain, with the observed units at different orders (chains from
     one shared start kept its order and agreed for that reason; docs/derivations.md 3.8), and each chain,
     its pilots included, starts from its own. Chain 0's start is the shared start of older runs; a density
@@ -268,6 +268,18 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch):
     cd = CausalDiscovery(seed=5, chains=3, out=run, sweeps=4, burn_in=2, thin=1, progress=False).fit(_data(60))
     spec = json.loads((run / "config.json").read_text())
     assert spec["initial_graph"] is None and len(spec["initial_graphs"]) == 3
+    dis = json.loads((run / "causal.json").read_text())["chain_disagreement"]
+    assert dis["chains"] == [0, 1, 2] and dis["pairs"] == 6 and dis == cd.disagreement_
+    per = [CausalDiscovery.load(run, chains=[c]).summary_ for c in range(3)]
+    for k in ("p_edge", "p_ancestor", "p_confounded"):
+        p = np.stack([getattr(x, k) for x in per])
+        assert dis[k] == int(np.sum((np.ptp(p, axis=0) > 0.2) & ~np.eye(3, dtype=bool)))
+    from chefs.commands.discover import report
+
+    report(cd, run)  # what `chefs discover` prints: one line on the chains' disagreement
+    out = capsys.readouterr().out
+    line = [x for x in out.splitlines() if x.startswith("the 3 chains")]
+    assert len(line) == 1 and (f"{dis['p_edge']} (p_edge)" in line[0] if dis["p_edge"] else "agree" in line[0])
     orders = [tuple(np.asarray(g["theta"])[np.asarray(g["observed"])]) for g in spec["initial_graphs"]]
     assert len(set(orders)) == 3 and all(0 < t < 1 for o in orders for t in o)
     # chain 0: the draw every chain shared before (the recipe of BeliefNetwork._initial_graph, written out)
@@ -303,6 +315,23 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch):
         create_run(tmp_path / "bad", config, 4, chains=1, initial_graph=old, initial_graphs=[old])
 
 
+def test_chain_disagreement_counts_pairs_apart_by_more_than_the_threshold():
+    from chefs.causal import DISAGREE, chain_disagreement
+
+    def summ(pe, pa=None, pc=None):
+        z = np.zeros((3, 3))
+        return CausalSummary(list("xyz"), np.asarray(pe, float), z if pa is None else np.asarray(pa, float),
+                             z if pc is None else np.asarray(pc, float), np.zeros(2, int), 2)
+
+    a = summ([[0, 1, 0], [0, 0, 0.5], [0, 0, 0]])
+    b = summ([[0, 0, 0], [0, 0, 0.5 + DISAGREE], [0, 0, 0]])     # apart by 1 (counted) and by exactly 0.2 (not)
+    c = summ([[0, 1, 0], [0, 0, 0.5], [0.3, 0, 0]])             # 0.3 from a and b on (z, x)
+    d = chain_disagreement({0: a, 1: b})
+    assert (d["pairs"], d["p_edge"], d["p_ancestor"], d["p_confounded"]) == (6, 1, 0, 0)
+    assert chain_disagreement({0: a, 1: b, 2: c})["p_edge"] == 2
+    assert chain_disagreement({0: a})["p_edge"] == 0 and chain_disagreement({})["chains"] == []
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="input columns"):
         CausalDiscovery(inputs=(0,))
@@ -333,7 +362,7 @@ def test_cli_discover_and_resume(tmp_path, capsys):
             "--chains", "1", "--no-progress"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "p_edge" in out and "hidden common causes" in out
+    assert "p_edge" in out and "hidden common causes" in out and "chains disagree" not in out  # one chain
     first = (run / "edges.csv").read_text()
     assert first.splitlines()[0] == "source,target,p_edge,p_ancestor,p_confounded"
     assert main(args) == 2                                   # exists: refused without --force

@@ -108,6 +108,31 @@ def relations(sample: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     return edge, ancestor, confounded, num_conf
 
 
+#: two chains disagree on a pair when their probabilities for it differ by more than this (docs/derivations.md 3.8)
+DISAGREE = 0.2
+KINDS = ("p_edge", "p_ancestor", "p_confounded")
+
+
+def chain_disagreement(per_chain: dict) -> dict:
+    """How far the chains' own summaries are apart (``per_chain``: chain index -> :class:`CausalSummary`).
+
+    For each of ``p_edge``, ``p_ancestor`` and ``p_confounded``: the number of ordered pairs on which
+    some two chains' probabilities differ by more than :data:`DISAGREE`. Chains from their own starts
+    that do not mix between orders disagree on many pairs, and then the pooled probabilities mix their
+    answers by chain count (docs/derivations.md 3.8)."""
+    chains = sorted(per_chain)
+    out = {"chains": chains, "threshold": DISAGREE}
+    if not chains:
+        return out
+    D = len(per_chain[chains[0]].names)
+    off = ~np.eye(D, dtype=bool)
+    out["pairs"] = int(off.sum())
+    for k in KINDS:
+        p = np.stack([getattr(per_chain[c], k) for c in chains])
+        out[k] = int(np.sum((p.max(axis=0) - p.min(axis=0) > DISAGREE) & off))
+    return out
+
+
 @dataclass
 class CausalSummary:
     """Posterior summaries over the observed variables (averages over kept samples;
@@ -346,10 +371,14 @@ class CausalDiscovery(BeliefNetwork):
         rewritten in place): edges.csv, causal.json, causal.png and summary.graphml
         (thresholded at ``self.threshold``)."""
         self.summary_ = CausalSummary.from_samples(self.samples_, self.names_)
+        chains = np.asarray(self.sample_chains_)
+        self.disagreement_ = chain_disagreement(
+            {int(c): CausalSummary.from_samples([s for s, sc in zip(self.samples_, chains) if sc == c], self.names_)
+             for c in np.unique(chains)})
         run = Path(self.run_dir_)
         self.summary_.write_csv(run / EDGES_FILE)
-        (run / SUMMARY_FILE).write_text(json.dumps({**self.summary_.to_dict(), "threshold": self.threshold},
-                                                   indent=1))
+        (run / SUMMARY_FILE).write_text(json.dumps({**self.summary_.to_dict(), "threshold": self.threshold,
+                                                    "chain_disagreement": self.disagreement_}, indent=1))
         self.summary_.write_graphml(run / GRAPHML_FILE, self.threshold)
         self.summary_.plot(run / PICTURE_FILE)
 
@@ -385,4 +414,4 @@ def is_causal_run(run_dir) -> bool:
 
 
 __all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS",
-           "is_causal_run"]
+           "is_causal_run", "chain_disagreement"]

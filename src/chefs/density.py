@@ -380,9 +380,12 @@ class BeliefNetwork:
                 raise ValueError(f"chains must be indices between 0 and {n - 1} (the run has {n} chain(s)), "
                                  f"got {bad or 'none'}")
         self.samples_ = []
+        self.sample_chains_ = []  # the chain of each kept sample, in the order of samples_
         for c, store in chain_stores(self.run_dir_):
             if chains is None or c in chains:
+                n = len(self.samples_)
                 self.samples_.extend(json.loads(t) for t in store.graphs())
+                self.sample_chains_.extend([c] * (len(self.samples_) - n))
             store.close()
         if not self.samples_:
             raise ValueError("no posterior samples were kept" + (f" in chain(s) {chains}" if chains else "")

@@ -100,6 +100,15 @@ def report(net, out) -> None:
     dist = s.confounder_distribution()
     print("hidden common causes (hidden units reaching >= 2 variables through hidden units): "
           + ", ".join(f"{k}: {p:.3f}" for k, p in sorted(dist.items())))
+    dis = getattr(net, "disagreement_", {})
+    if len(dis.get("chains", ())) > 1:
+        counts = ", ".join(f"{dis[k]} ({k})" for k in ("p_edge", "p_ancestor", "p_confounded"))
+        if any(dis[k] for k in ("p_edge", "p_ancestor", "p_confounded")):
+            print(f"the {len(dis['chains'])} chains disagree by more than {dis['threshold']} on {counts} of "
+                  f"{dis['pairs']} ordered pairs: there the pooled probabilities mix the chains' answers, not the "
+                  "posterior's modes by their mass; run longer or more chains (docs/derivations.md 3.8)")
+        else:
+            print(f"the {len(dis['chains'])} chains agree within {dis['threshold']} on every pair")
 
 
 def register_bench(bench_subparsers) -> None:
