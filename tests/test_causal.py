@@ -271,6 +271,7 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
     dis = json.loads((run / "causal.json").read_text())["chain_disagreement"]
     assert dis["chains"] == [0, 1, 2] and dis["pairs"] == 6 and dis == cd.disagreement_
     per = [CausalDiscovery.load(run, chains=[c]).summary_ for c in range(3)]
+    assert json.loads((run / "causal.json").read_text())["chain_disagreement"] is None  # one chain loaded
     for k in ("p_edge", "p_ancestor", "p_confounded"):
         p = np.stack([getattr(x, k) for x in per])
         assert dis[k] == int(np.sum((np.ptp(p, axis=0) > 0.2) & ~np.eye(3, dtype=bool)))
@@ -280,6 +281,12 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     line = [x for x in out.splitlines() if x.startswith("the 3 chains")]
     assert len(line) == 1 and (f"{dis['p_edge']} (p_edge)" in line[0] if dis["p_edge"] else "agree" in line[0])
+    part = tmp_path / "part"  # a chain that kept no sample is named, and the comparison is of the others
+    shutil.copytree(run, part)
+    shutil.rmtree(part / "chain-2")
+    report(CausalDiscovery.load(part), part)
+    out = capsys.readouterr().out
+    assert "chain(s) 2 of the run kept no sample" in out and any(x.startswith("the 2 chains") for x in out.splitlines())
     orders = [tuple(np.asarray(g["theta"])[np.asarray(g["observed"])]) for g in spec["initial_graphs"]]
     assert len(set(orders)) == 3 and all(0 < t < 1 for o in orders for t in o)
     # chain 0: the draw every chain shared before (the recipe of BeliefNetwork._initial_graph, written out)
@@ -318,16 +325,18 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
 def test_chain_disagreement_counts_pairs_apart_by_more_than_the_threshold():
     from chefs.causal import DISAGREE, chain_disagreement
 
-    def summ(pe, pa=None, pc=None):
+    def summ(pe, pa=None, pc=None, n=2):
         z = np.zeros((3, 3))
         return CausalSummary(list("xyz"), np.asarray(pe, float), z if pa is None else np.asarray(pa, float),
-                             z if pc is None else np.asarray(pc, float), np.zeros(2, int), 2)
+                             z if pc is None else np.asarray(pc, float), np.zeros(n, int), n)
 
-    a = summ([[0, 1, 0], [0, 0, 0.5], [0, 0, 0]])
-    b = summ([[0, 0, 0], [0, 0, 0.5 + DISAGREE], [0, 0, 0]])     # apart by 1 (counted) and by exactly 0.2 (not)
-    c = summ([[0, 1, 0], [0, 0, 0.5], [0.3, 0, 0]])             # 0.3 from a and b on (z, x)
+    a = summ([[0.9, 1, 0], [0, 0, 0], [0, 0, 0]], pa=[[0, 0, 0.3], [0, 0, 0], [0, 0, 0]])  # a diagonal entry (ignored)
+    b = summ([[0, 0, 0], [0, 0, DISAGREE], [0, 0, 0]],        # (x, y) 1 apart; (y, z) exactly DISAGREE apart: not
+             pa=[[0, 0, 0], [0, 0, 0], [0, 0, 0]], pc=[[0, 0, 0], [0.5, 0, 0], [0, 0, 0]], n=3)
+    c = summ([[0, 1, 0], [0, 0, 0], [0.3, 0, 0]])             # (z, x) 0.3 from a and b
     d = chain_disagreement({0: a, 1: b})
-    assert (d["pairs"], d["p_edge"], d["p_ancestor"], d["p_confounded"]) == (6, 1, 0, 0)
+    assert (d["pairs"], d["p_edge"], d["p_ancestor"], d["p_confounded"]) == (6, 1, 1, 1)
+    assert d["samples"] == {"0": 2, "1": 3}
     assert chain_disagreement({0: a, 1: b, 2: c})["p_edge"] == 2
     assert chain_disagreement({0: a})["p_edge"] == 0 and chain_disagreement({})["chains"] == []
 
@@ -362,7 +371,9 @@ def test_cli_discover_and_resume(tmp_path, capsys):
             "--chains", "1", "--no-progress"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "p_edge" in out and "hidden common causes" in out and "chains disagree" not in out  # one chain
+    assert "p_edge" in out and "hidden common causes" in out  # one chain: no comparison of chains
+    assert "chains disagree" not in out and "chains agree" not in out
+    assert json.loads((run / "causal.json").read_text())["chain_disagreement"] is None
     first = (run / "edges.csv").read_text()
     assert first.splitlines()[0] == "source,target,p_edge,p_ancestor,p_confounded"
     assert main(args) == 2                                   # exists: refused without --force

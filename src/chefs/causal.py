@@ -121,7 +121,8 @@ def chain_disagreement(per_chain: dict) -> dict:
     that do not mix between orders disagree on many pairs, and then the pooled probabilities mix their
     answers by chain count (docs/derivations.md 3.8)."""
     chains = sorted(per_chain)
-    out = {"chains": chains, "threshold": DISAGREE}
+    out = {"chains": chains, "threshold": DISAGREE,
+           "samples": {str(c): int(per_chain[c].num_samples) for c in chains}}  # kept samples per chain
     if not chains:
         return out
     D = len(per_chain[chains[0]].names)
@@ -371,14 +372,17 @@ class CausalDiscovery(BeliefNetwork):
         rewritten in place): edges.csv, causal.json, causal.png and summary.graphml
         (thresholded at ``self.threshold``)."""
         self.summary_ = CausalSummary.from_samples(self.samples_, self.names_)
-        chains = np.asarray(self.sample_chains_)
-        self.disagreement_ = chain_disagreement(
-            {int(c): CausalSummary.from_samples([s for s, sc in zip(self.samples_, chains) if sc == c], self.names_)
-             for c in np.unique(chains)})
+        chains = np.asarray(getattr(self, "sample_chains_", []))  # absent on estimators pickled before stop 34
+        self.disagreement_ = {}
+        if chains.size == len(self.samples_) and np.unique(chains).size > 1:
+            self.disagreement_ = chain_disagreement(
+                {int(c): CausalSummary.from_samples([s for s, sc in zip(self.samples_, chains) if sc == c],
+                                                    self.names_) for c in np.unique(chains)})
         run = Path(self.run_dir_)
         self.summary_.write_csv(run / EDGES_FILE)
+        # null unless two or more chains' samples were summarised (e.g. after load(run, chains=[i]))
         (run / SUMMARY_FILE).write_text(json.dumps({**self.summary_.to_dict(), "threshold": self.threshold,
-                                                    "chain_disagreement": self.disagreement_}, indent=1))
+                                                    "chain_disagreement": self.disagreement_ or None}, indent=1))
         self.summary_.write_graphml(run / GRAPHML_FILE, self.threshold)
         self.summary_.plot(run / PICTURE_FILE)
 

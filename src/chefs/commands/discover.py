@@ -100,15 +100,24 @@ def report(net, out) -> None:
     dist = s.confounder_distribution()
     print("hidden common causes (hidden units reaching >= 2 variables through hidden units): "
           + ", ".join(f"{k}: {p:.3f}" for k, p in sorted(dist.items())))
-    dis = getattr(net, "disagreement_", {})
-    if len(dis.get("chains", ())) > 1:
+    from ..mcmc.run import load_spec
+
+    dis = getattr(net, "disagreement_", None) or {}
+    missing = sorted(set(range(load_spec(out)["chains"])) - {int(c) for c in getattr(net, "sample_chains_", ())})
+    if missing and getattr(net, "sample_chains_", None):
+        print(f"chain(s) {', '.join(map(str, missing))} of the run kept no sample: the summaries and any comparison "
+              "of chains leave them out")
+    if dis:
         counts = ", ".join(f"{dis[k]} ({k})" for k in ("p_edge", "p_ancestor", "p_confounded"))
+        n = dis["samples"]
+        per = "" if len(set(n.values())) == 1 else f" (kept samples per chain: {n})"
         if any(dis[k] for k in ("p_edge", "p_ancestor", "p_confounded")):
-            print(f"the {len(dis['chains'])} chains disagree by more than {dis['threshold']} on {counts} of "
-                  f"{dis['pairs']} ordered pairs: there the pooled probabilities mix the chains' answers, not the "
-                  "posterior's modes by their mass; run longer or more chains (docs/derivations.md 3.8)")
+            print(f"the {len(dis['chains'])} chains{per} disagree by more than {dis['threshold']} on {counts} of "
+                  f"{dis['pairs']} ordered pairs: there the pooled probabilities mix the chains' answers by chain "
+                  "count; compare them (CausalDiscovery.load(RUN, chains=[i])) and see docs/derivations.md 3.8 "
+                  "(longer chains did not make them agree)")
         else:
-            print(f"the {len(dis['chains'])} chains agree within {dis['threshold']} on every pair")
+            print(f"the {len(dis['chains'])} chains{per} agree within {dis['threshold']} on every pair")
 
 
 def register_bench(bench_subparsers) -> None:
