@@ -66,6 +66,12 @@ def test_summary_averages_and_rows():
     s = CausalSummary.from_samples([g0, g1], ["a", "b", "c"])
     assert s.p_edge[2, 1] == 0.5 and s.p_confounded[0, 2] == 0.5 and s.p_ancestor[2, 0] == 0.5
     assert s.confounder_distribution() == {0: 0.5, 1: 0.5}
+    # grouped by chain: the same pooled summary, and each chain's own (one sample each here)
+    pooled, per = CausalSummary.from_samples([g0, g1, g1], ["a", "b", "c"], chains=[3, 5, 5])
+    assert pooled.num_samples == 3 and pooled.p_edge[2, 1] == 1 / 3 and sorted(per) == [3, 5]
+    assert per[3].p_edge[2, 1] == 1.0 and per[5].p_edge[2, 1] == 0.0 and per[5].num_samples == 2
+    with pytest.raises(ValueError, match="one chain per sample"):
+        CausalSummary.from_samples([g0, g1], ["a", "b", "c"], chains=[0])
     rows = s.rows()
     assert len(rows) == 6 and rows[0]["source"] == "a" and rows[0]["target"] == "b"
     G = s.graph(0.4)

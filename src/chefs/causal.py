@@ -151,24 +151,36 @@ class CausalSummary:
     num_samples: int
 
     @classmethod
-    def from_samples(cls, samples, names) -> "CausalSummary":
+    def from_samples(cls, samples, names, chains=None):
+        """The summary of ``samples``. With ``chains`` (each sample's chain), also each chain's own
+        summary: returns ``(pooled, {chain: summary})``, every sample's relations computed once."""
         if not samples:
             raise ValueError("no posterior samples to summarise")
         D = len(names)
-        e = np.zeros((D, D))
-        a = np.zeros((D, D))
-        c = np.zeros((D, D))
-        k = []
-        for s in samples:
+        keys = np.zeros(len(samples), int) if chains is None else np.asarray(chains)
+        if keys.shape != (len(samples),):
+            raise ValueError(f"chains must give one chain per sample ({len(samples)}), got {keys.shape}")
+        sums = {int(c): [np.zeros((D, D)), np.zeros((D, D)), np.zeros((D, D)), []] for c in np.unique(keys)}
+        for s, key in zip(samples, keys):
             se, sa, sc, nk = relations(s)
             if se.shape != (D, D):
                 raise ValueError(f"a sample has {se.shape[0]} observed units, the data {D} columns")
-            e += se
-            a += sa
-            c += sc
-            k.append(nk)
-        n = len(samples)
-        return cls(list(names), e / n, a / n, c / n, np.asarray(k, int), n)
+            t = sums[int(key)]
+            t[0] += se
+            t[1] += sa
+            t[2] += sc
+            t[3].append(nk)
+
+        def summary(parts):
+            n = len(parts[3])
+            return cls(list(names), parts[0] / n, parts[1] / n, parts[2] / n, np.asarray(parts[3], int), n)
+
+        # counts of 0/1 indicators: the chains' sums add up exactly to the pooled sums
+        pooled = summary([sum(t[j] for t in sums.values()) for j in range(3)]
+                         + [[nk for t in sums.values() for nk in t[3]]])
+        if chains is None:
+            return pooled
+        return pooled, {c: summary(t) for c, t in sums.items()}
 
     def confounder_distribution(self) -> dict:
         """Posterior probability of each number of latent common causes."""
@@ -347,10 +359,9 @@ class CausalDiscovery(BeliefNetwork):
         they kept its order, which made the chain comparison blind to that. Chain 0's start is
         the shared start of runs before stop 34. None for an empty start (``init_hidden=0``:
         each chain then draws its observed orders from its own stream)."""
-        n = self.chains
-        if not self.init_hidden or isinstance(n, bool) or int(n) != n or n < 1:
-            return None  # an empty start; a bad chain count is refused by create_run with its own message
-        return [self._initial_graph(D, c) for c in range(int(n))]
+        if not self.init_hidden:
+            return None
+        return [self._initial_graph(D, c) for c in range(int(self.chains))]  # checked by check_run_settings
 
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
@@ -371,13 +382,10 @@ class CausalDiscovery(BeliefNetwork):
         """Summaries of the kept samples, written into the run directory (derived files,
         rewritten in place): edges.csv, causal.json, causal.png and summary.graphml
         (thresholded at ``self.threshold``)."""
-        self.summary_ = CausalSummary.from_samples(self.samples_, self.names_)
-        chains = np.asarray(getattr(self, "sample_chains_", []))  # absent on estimators pickled before stop 34
-        self.disagreement_ = {}
-        if chains.size == len(self.samples_) and np.unique(chains).size > 1:
-            self.disagreement_ = chain_disagreement(
-                {int(c): CausalSummary.from_samples([s for s, sc in zip(self.samples_, chains) if sc == c],
-                                                    self.names_) for c in np.unique(chains)})
+        # sample_chains_ is absent on estimators pickled before stop 34: one group then
+        self.summary_, per_chain = CausalSummary.from_samples(
+            self.samples_, self.names_, getattr(self, "sample_chains_", [0] * len(self.samples_)))
+        self.disagreement_ = chain_disagreement(per_chain) if len(per_chain) > 1 else {}
         run = Path(self.run_dir_)
         self.summary_.write_csv(run / EDGES_FILE)
         # null unless two or more chains' samples were summarised (e.g. after load(run, chains=[i]))

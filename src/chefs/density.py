@@ -26,7 +26,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .mcmc.chain import ChainConfig
-from .mcmc.run import STOP_FILE, create_run, load_spec, run_chains
+from .mcmc.run import STOP_FILE, check_run_settings, create_run, load_spec, run_chains
 # posterior samples as arrays, ancestral draws, importance-sampled densities (re-exported here)
 from .models.predictive import SampleArrays, ancestral, log_density_unit, sample_arrays  # noqa: F401
 
@@ -292,6 +292,8 @@ class BeliefNetwork:
                  "pilots": self.pilots, "pilot_sweeps": self.pilot_sweeps, "pilot_draws": self.pilot_draws}
         if layered:
             model["structure_prior"] = {"name": self.prior}
+        # the chain count is checked before the per-chain starts are drawn
+        check_run_settings(self.sweeps, self.burn_in, self.thin, self.chains, self.seed, self.checkpoint_every)
         per_chain = self._initial_graphs(D)
         init = None if per_chain is not None else self._initial_graph(D)
         run = create_run(out, config, self.sweeps, self.burn_in, self.thin, self.chains, self.seed,

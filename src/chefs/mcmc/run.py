@@ -91,14 +91,8 @@ def make_structure_prior(spec: dict | None):
     raise ValueError(f"unknown structure prior {spec['name']!r} (icp, cibp, ecibp)")
 
 
-def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: int = 1, chains: int = 1,
-               seed: int = 0, checkpoint_every: float = 5.0, model: dict | None = None, force: bool = False,
-               initial_graph=None, initial_graphs=None) -> Path:
-    """Create a run directory (refuses to overwrite an existing one unless ``force``).
-
-    ``initial_graph``: one starting structure shared by every chain (None: the observed
-    nodes alone). ``initial_graphs``: one per chain instead (a list of ``chains`` DAGs;
-    docs/derivations.md 3.8: causal discovery starts each chain at its own prior draw)."""
+def check_run_settings(sweeps, burn_in, thin, chains, seed, checkpoint_every=5.0) -> None:
+    """The run's sizes and seed, as :func:`create_run` needs them: a one-line ``ValueError`` otherwise."""
     for name, v, lo in (("sweeps", sweeps, 1), ("thin", thin, 1), ("chains", chains, 1), ("burn_in", burn_in, 0),
                         ("seed", seed, 0)):
         if int(v) != v or v < lo:
@@ -110,6 +104,17 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
                          f"({sweeps} - {burn_in}); lower --thin or --burn-in, or raise --sweeps")
     if not checkpoint_every > 0:
         raise ValueError("checkpoint interval must be positive (seconds)")
+
+
+def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: int = 1, chains: int = 1,
+               seed: int = 0, checkpoint_every: float = 5.0, model: dict | None = None, force: bool = False,
+               initial_graph=None, initial_graphs=None) -> Path:
+    """Create a run directory (refuses to overwrite an existing one unless ``force``).
+
+    ``initial_graph``: one starting structure shared by every chain (None: the observed
+    nodes alone). ``initial_graphs``: one per chain instead (a list of ``chains`` DAGs;
+    docs/derivations.md 3.8: causal discovery starts each chain at its own prior draw)."""
+    check_run_settings(sweeps, burn_in, thin, chains, seed, checkpoint_every)
     if initial_graphs is not None:
         if initial_graph is not None:
             raise ValueError("give either initial_graph (shared) or initial_graphs (one per chain), not both")
