@@ -652,9 +652,10 @@ def test_isir_chain_rules():
 def test_weakly_coupled_point_scored_by_the_direct_path(monkeypatch):
     """A training point coupled to the rest by about e^-87 makes the
     column-replaced matrix near-singular (|G_uu| ~ 1e34): the fit is flagged and
-    every new point is scored by the direct O(T^3) path, which equals a 200-digit
-    determinant. Negative control: the bordered fast update alone (no point
-    flagged) is off by more than 5 nats."""
+    every new point here is scored by the direct O(T^3) path (the grounded path of
+    section 13 takes no point whose support holds more than half the training points),
+    which equals a 200-digit determinant. Negative control: the bordered fast update
+    alone (no point flagged) is off by more than 5 nats."""
     from chefs.outtree import predictive as pr
 
     mp = pytest.importorskip("mpmath")
@@ -662,7 +663,7 @@ def test_weakly_coupled_point_scored_by_the_direct_path(monkeypatch):
     X = np.vstack([rng.normal(scale=0.3, size=(15, 1)), [[3.0]]])
     P = Predictive(X, np.array([[1.0, 0.0]]), np.array([[0.04]]), NIW.from_data(X))
     xs = np.array([[1.8], [2.2], [2.4], [0.1]])
-    assert P.weak.any() and P.all_direct
+    assert P.weak.any()
     score = P.log_ratio(xs)
     assert P.n_direct == len(xs)
     with mp.workdps(200):
@@ -862,3 +863,81 @@ def test_fit_with_weak_points_scores_every_point_exactly():
     np.testing.assert_allclose(old[[2, 3]], direct[[2, 3]], rtol=1e-9)  # bulk: fine either way
     assert np.min(np.abs(old - direct)[[0, 1, 4, 5]]) > 0.2
     assert Q.n_direct < len(xs)  # the wrong points were not routed
+
+
+# ------------------------------------ the grounded path (derivations-outtree section 13)
+def _grounded_toy():
+    """A 120-point pinwheel fit with tight noise whose LU flags a weakly coupled point while
+    the grounded inverse stays below the flag (max H_uu about e^21): the grounded path's case."""
+    from chefs import datasets
+
+    X = datasets.load("pinwheel", seed=1)[:120]
+    X = (X - X.mean(0)) / X.std(0)
+    B, S = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), np.eye(2) * 0.12 ** 2
+    xs = np.vstack([Predictive(X, B, S, NIW.from_data(X))._proposal_sample(150, np.random.default_rng(0)),
+                    np.random.default_rng(1).uniform(-2, 2, size=(50, 2))])
+    return X, B, S, xs
+
+
+def test_grounded_inverse_matches_a_high_precision_inverse():
+    """``grounded_inverse`` (the GTH factors' inverses multiplied, additions only) against a
+    50-digit inverse of the same grounded Laplacian, every entry to 1e-12 relative: on the 1-D
+    toy with an outlier coupled by about e^-87, and on 60 points of the pinwheel toy (entries up
+    to e^26), grounded at the fit's column and at node 0 (the 60 points: at node 0). Control: an LU inverse of the
+    60-point matrix is off by more than 1e-8 relative (measured 6e-5)."""
+    mp = pytest.importorskip("mpmath")
+    from chefs.outtree.matrix_tree import grounded_inverse
+
+    rng = np.random.default_rng(0)
+    X1 = np.vstack([rng.normal(scale=0.3, size=(15, 1)), [[3.0]]])
+    X2, B2, S2, _ = _grounded_toy()
+    for X, B, S in ((X1, np.array([[1.0, 0.0]]), np.array([[0.04]])), (X2[:60], B2, S2)):
+        P = Predictive(X, B, S, NIW.from_data(X))
+        for c in ((P.c, 0) if X.shape[0] < 20 else (0,)):
+            H, idx = grounded_inverse(P.Bn, c)
+            n = len(idx)
+            with mp.workdps(50):
+                Bm = mp.matrix(P.Bn.tolist())
+                Mm = mp.matrix(n, n)
+                for a, i in enumerate(idx):
+                    for b, j in enumerate(idx):
+                        Mm[a, b] = -Bm[i, j] if i != j else mp.fsum(Bm[i, k] for k in range(n + 1))
+                Hm = Mm ** -1
+                exact = np.array([[float(Hm[a, b]) for b in range(n)] for a in range(n)])
+            assert np.all(exact > 0)
+            np.testing.assert_allclose(H, exact, rtol=1e-12, atol=0)
+    M = (np.diag(P.Bn.sum(axis=1)) - P.Bn)[np.ix_(idx, idx)]
+    assert np.max(np.abs(np.linalg.inv(M) - exact) / exact) > 1e-8  # the control (c = 0, 60 points)
+
+
+def test_grounded_path_matches_the_direct_path(monkeypatch):
+    """On a fit that the LU flags but whose grounded inverse is not weak, the grounded path
+    scores part of the points and routes the rest to the direct path; every score equals the
+    direct path's to 1e-7 (measured: 2.3e-9; 76 of 200 points grounded). Controls, each
+    caught: the LU's bordered update on the same fit (max error 3.7e-3), the grounded
+    formula without its error guard (1.2e-3), and with H from a plain LU inverse (1.1e-6)."""
+    from chefs.outtree import predictive as pr
+
+    X, B, S, xs = _grounded_toy()
+    P = Predictive(X, B, S, NIW.from_data(X))
+    assert P.weak.any() and P.grounded and not P.all_direct
+    score = P.log_ratio(xs)
+    assert 0 < P.n_direct < len(xs)
+    direct = P.log_ratio_direct(xs)
+    assert np.max(np.abs(score - direct)) < 1e-7
+
+    def error(**patch):
+        with monkeypatch.context() as m:
+            for name, value in patch.items():
+                m.setattr(pr, name, value)
+            return np.max(np.abs(Predictive(X, B, S, NIW.from_data(X)).log_ratio(xs) - direct))
+
+    assert error(_WEAK_COUPLING_G=np.inf) > 1e-4  # the LU's bordered update, as before the flag
+
+    assert error(_GROUNDED_REL_ERR=np.inf) > 1e-4  # no guard
+
+    def plain_inverse(Bn, c):
+        idx = np.concatenate([np.arange(c), np.arange(c + 1, Bn.shape[0])])
+        return np.linalg.inv((np.diag(Bn.sum(axis=1)) - Bn)[np.ix_(idx, idx)]), idx
+
+    assert error(grounded_inverse=plain_inverse) > 1e-7

@@ -318,7 +318,7 @@ class OutTree:
         self._build_predictive()
         self._pred.log_norm = float(meta["log_normalizer"])
         self._pred.log_norm_se = float(meta["log_normalizer_rel_se"])
-        if version == 2 and self._pred.all_direct:
+        if version == 2 and self._pred.weak.any():
             warnings.warn(f"{run} was saved before the out-tree scorer fix of 2026-11-24 and its fit has a weakly "
                           "coupled training point, so its stored normaliser came from the faulty fast scorer; "
                           "estimating it again (seed 0; docs/derivations-outtree.md section 10)", RuntimeWarning,

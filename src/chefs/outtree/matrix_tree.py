@@ -50,6 +50,7 @@ __all__ = [
     "root_marginals",
     "root_entropy",
     "root_mixture",
+    "grounded_inverse",
     "enumerate_out_trees",
     "brute_force",
 ]
@@ -231,6 +232,46 @@ def log_partition_all_roots_scaled(B, m) -> np.ndarray:
     log_w = _left_null_log(B, log_pivot)
     log_z0 = float(log_pivot[1:].sum())
     return log_z0 + log_w + (m.sum() - m)
+
+
+def grounded_inverse(B, c: int):
+    """``(H, idx)``: the inverse of the Laplacian of the row-normalised weights ``B`` (zero
+    diagonal, rows are children) with row and column ``c`` removed, and the remaining nodes
+    ``idx`` in ``H``'s order; ``(None, idx)`` when it is not finite.
+
+    The GTH elimination (:func:`_gth_eliminate`) with ``c`` moved to index 0 is never
+    eliminated there: it is the ground, and the grounded matrix ``M`` factors as
+    ``M = (I - N) diag(p) (I - W)`` with ``N[i, k] = B_ik / p_k`` (``i < k``) and
+    ``W[k, j] = B_kj / p_k`` (``j < k``) the reduced weights at node ``k``'s elimination, all
+    non-negative. The triangular inverses are then sums of non-negative terms (back
+    substitution only adds), and so is ``H = (I - W)^-1 diag(1/p) (I - N)^-1``: every entry is
+    accurate to a modest multiple of the rounding unit, however weakly coupled the nodes are
+    (docs/derivations-outtree.md section 13). An LU of the same matrix loses the small
+    couplings to cancellation. O(T^3).
+    """
+    B = np.asarray(B, float)
+    T = B.shape[0]
+    idx = np.concatenate([np.arange(c), np.arange(c + 1, T)])
+    perm = np.concatenate([[c], idx])
+    e = gth_scale_exponent(T)
+    Bp = np.ascontiguousarray(B[np.ix_(perm, perm)]) * 2.0 ** e
+    log_pivot = np.zeros(T)
+    _gth_eliminate(Bp, log_pivot, scale_exp=e)
+    Bp *= 2.0 ** -e  # exact (section 12 of the derivations)
+    p = np.exp(log_pivot[1:])
+    if not (np.all(np.isfinite(p)) and np.all(p > 0)):
+        return None, idx
+    R = Bp[1:, 1:]
+    eye = np.eye(T - 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        U_inv = scipy.linalg.solve_triangular(eye - np.triu(R, 1) / p[None, :], eye, lower=False, unit_diagonal=True,
+                                              check_finite=False)
+        W_inv = scipy.linalg.solve_triangular(eye - np.tril(R, -1) / p[:, None], eye, lower=True, unit_diagonal=True,
+                                              check_finite=False)
+        H = (W_inv / p[None, :]) @ U_inv
+    if not np.all(np.isfinite(H)):
+        return None, idx
+    return H, idx
 
 
 def _minor(B, root):

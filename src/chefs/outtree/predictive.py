@@ -31,8 +31,8 @@ import scipy.linalg
 from scipy.special import logsumexp
 
 from .gaussian import NIW, gaussian_log_lik_matrix
-from .matrix_tree import (LOG_FLOOR, koo_matrix, log_partition_all_roots, log_partition_all_roots_scaled,
-                          root_mixture, scaled_root_column)
+from .matrix_tree import (LOG_FLOOR, grounded_inverse, koo_matrix, log_partition_all_roots,
+                          log_partition_all_roots_scaled, root_mixture, scaled_root_column)
 
 __all__ = ["Predictive"]
 
@@ -72,6 +72,13 @@ _SUPPORT_LOG_TOL = -45.0  # drop parent weights below e^-45 of the |G| scale
 # O(T^3) path (derivations sec. 10: routing only the points whose support
 # contains u left errors of up to 679 nats on cloud)
 _WEAK_COUPLING_G = 1e10
+# grounded path (sec. 13): a point goes to the direct path when the estimated relative error of
+# its sum of Woodbury differences exceeds _GROUNDED_REL_ERR, when it is a better parent of some
+# training point than that point's best one by more than e^_GROUNDED_MAX_LOG_B (overflow), or
+# when its support holds more than half the training points (the small solve is then no cheaper)
+_GROUNDED_REL_ERR = 1e-7
+_EPS = float(np.finfo(float).eps)
+_GROUNDED_MAX_LOG_B = 300.0
 _BRIDGE_MIN_MARGINAL = 1e-3  # bridge components only on edges this probable (sec. 11)
 SAMPLE_METHODS = ("sir", "isir")  # Predictive.sample: plain SIR or iterated SIR (exactly invariant)
 ISIR_BURN_IN = 20  # i-SIR steps before the first kept point (sec. 11)
@@ -128,9 +135,15 @@ class Predictive:
             self._factor(int(np.argmax(q)))
         self.diagG = np.abs(np.diag(self.G))
         self.weak = self.diagG > _WEAK_COUPLING_G
-        # G is unreliable everywhere once one point is weakly coupled: direct path only
-        self.all_direct = bool(self.weak.any()) and not self.route_by_support
-        self.n_direct = 0  # points scored by the direct path (fits with a weakly coupled point)
+        # The LU's G is unreliable everywhere once one point looks weakly coupled. The grounded
+        # inverse (subtraction-free, sec. 13) tells whether the coupling is really weak: where it
+        # is not, points are scored from it (the grounded path); where it is, by the direct path.
+        self.grounded = False
+        self._ground = None
+        if self.weak.any() and not self.route_by_support and self.use_grounded:
+            self._factor_grounded()
+        self.all_direct = bool(self.weak.any()) and not self.route_by_support and not self.grounded
+        self.n_direct = 0  # points scored by the direct path (weakly coupled fits, guarded grounded points)
         self.log_norm = 0.0
         self.n_fallback = 0  # points scored by the leaf lower bound
         self.log_norm_se = np.nan
@@ -158,6 +171,26 @@ class Predictive:
         if info != 0 or not np.all(np.isfinite(self.G)):
             raise FloatingPointError("inverse of the fitted Laplacian is not finite")
 
+    def _factor_grounded(self) -> None:
+        """The inverse ``H`` of the Laplacian grounded at ``c`` (:func:`grounded_inverse`,
+        accurate entry by entry however weak the couplings), and the quantities every score
+        reuses (docs/derivations-outtree.md section 13). Sets ``grounded`` when no diagonal
+        entry of ``H`` exceeds ``_WEAK_COUPLING_G``: the coupling the LU flagged is not really
+        weak. Where it is, the guarded scores fail (cloud: errors of 0.16 nats), so those
+        fits keep the direct path."""
+        T, c = self.X.shape[0], self.c
+        H, idx = grounded_inverse(self.Bn, c)
+        if H is None or np.max(np.diag(H)) > _WEAK_COUPLING_G:
+            return
+        beta_c = self.Bn[c, idx]  # c's parent weights
+        rho = self.rho_scaled[idx]
+        H_rho = H @ rho
+        self._ground = {"H": H, "idx": idx, "pos": np.searchsorted(idx, np.arange(T)), "rho": rho,
+                        "H_rho": H_rho, "bcH": beta_c @ H, "bcH_rho": float(beta_c @ H_rho),
+                        "sigma": float(self.rho_scaled[c] + beta_c @ H_rho),
+                        "log_h": np.log(np.maximum(np.insert(np.diag(H), c, 1.0), 1.0))}
+        self.grounded = True
+
     # ------------------------------------------------------------------
     def log_ratio(self, Xnew: np.ndarray, batch: int = 256) -> np.ndarray:
         """``log p_{T+1}(X, x*) - log p_T(X)`` for each row ``x*`` of ``Xnew``.
@@ -182,6 +215,8 @@ class Predictive:
         if self.all_direct:
             self.n_direct += n
             return self.log_ratio_direct(Xs)
+        if self.grounded:
+            return self._grounded_batch(Xs)
         # a[j, v] = log p(x*_j | X_v): x* as child; b[j, u] = log p(X_u | x*_j): x* as parent
         log_a = gaussian_log_lik_matrix(Xs, X, self.B, self.Sigma)
         log_b = gaussian_log_lik_matrix(X, Xs, self.B, self.Sigma).T
@@ -253,6 +288,105 @@ class Predictive:
                 val = low[j]
             out[j] = val
         return direct
+
+    def _grounded_batch(self, Xs) -> np.ndarray:
+        """Scores from the grounded inverse (docs/derivations-outtree.md section 13).
+
+        With ``A = M + diag(b~)`` on the support, ``alpha`` the new point's parent weights
+        without ``c`` and ``gamma`` the weights from ``c``, the all-roots total of the
+        ``T + 1`` points over that of the ``T`` points is
+        ``det(I + D H_KK) (d (rho_c + e1) + (e2 + b~_c)(e3 + rho*)) / sigma`` with
+        ``d = a_c + alpha' A^-1 gamma``, ``e1 = beta_c' A^-1 rho``, ``e2 = beta_c' A^-1 b~``,
+        ``e3 = alpha' A^-1 rho``: sums of non-negative terms. Each ``u' A^-1 y`` comes from
+        ``H`` by Woodbury, ``u'H y - (u'H)_K C^-1 D (H y)_K`` with ``C = I + D H_KK``: a
+        subtraction. A point where the estimated relative error of one of them exceeds
+        ``_GROUNDED_REL_ERR`` (rounding amplified by the cancellation, and the small solve's
+        error from the condition of ``C``, rows and columns equilibrated) is scored by the
+        direct path instead.
+        """
+        g = self._ground
+        H, idx, pos, rho = g["H"], g["idx"], g["pos"], g["rho"]
+        c, T = self.c, self.X.shape[0]
+        n = Xs.shape[0]
+        log_a = gaussian_log_lik_matrix(Xs, self.X, self.B, self.Sigma)
+        log_b = gaussian_log_lik_matrix(self.X, Xs, self.B, self.Sigma).T
+        log_rho_new = self.root.log_predictive(Xs) - self.shift
+        m_a = log_a.max(axis=1)
+        a = np.exp(log_a - m_a[:, None])
+        rel_b = log_b - self.m[None, :]
+        alpha = a[:, idx]
+        aH = alpha @ H  # the O(T^2) part, one matrix product for the batch
+        out = np.empty(n)
+        direct = []
+        with _single_thread():
+            for j in range(n):
+                sc = rel_b[j] + g["log_h"]
+                keep = np.nonzero(sc > min(0.0, sc.max()) + _SUPPORT_LOG_TOL)[0]
+                self.support_sizes.append(keep.size)
+                if rel_b[j].max() > _GROUNDED_MAX_LOG_B or 2 * keep.size > T:  # overflow; or no faster
+                    direct.append(j)
+                    continue
+                b_c = float(np.exp(rel_b[j, c])) if np.any(keep == c) else 0.0
+                K = keep[keep != c]
+                kk = pos[K]
+                bK = np.exp(rel_b[j, K])
+                HKK = H[np.ix_(kk, kk)]
+                # the four differences u'H y - (u'H)_K C^-1 D (H y)_K: three right-hand sides
+                Y = np.column_stack([np.ones(kk.size), g["H_rho"][kk], HKK @ bK])
+                bases = [(a[j, c], float(alpha[j].sum()), aH[j, kk], 0),  # d (H gamma = 1)
+                         (0.0, g["bcH_rho"], g["bcH"][kk], 1),  # e1
+                         (0.0, float(g["bcH"][kk] @ bK), g["bcH"][kk], 2),  # e2
+                         (0.0, float(aH[j] @ rho), aH[j, kk], 1)]  # e3
+                logdet_c = 0.0
+                if kk.size:
+                    C = bK[:, None] * HKK
+                    C[np.arange(kk.size), np.arange(kk.size)] += 1.0
+                    lu, piv, info = scipy.linalg.lapack.dgetrf(C, overwrite_a=False)
+                    d = np.diag(lu)
+                    if info != 0 or (int(np.sum(d < 0)) + int(np.sum(piv != np.arange(kk.size)))) % 2:
+                        direct.append(j)
+                        continue
+                    logdet_c = float(np.sum(np.log(np.abs(d))))
+                    Z = bK[:, None] * Y
+                    Xsol = scipy.linalg.lapack.dgetrs(lu, piv, Z)[0]
+                    # two steps of iterative refinement with the residual in extended precision;
+                    # the second correction estimates the error left after the first
+                    Cl = C.astype(np.longdouble)
+                    for _ in range(2):
+                        res = (Z - Cl @ Xsol.astype(np.longdouble)).astype(float)
+                        delta = scipy.linalg.lapack.dgetrs(lu, piv, res)[0]
+                        Xsol += delta
+                vals, errs = [], []
+                ok = True
+                for extra, base, uK, col in bases:
+                    if kk.size:
+                        corr = float(uK @ Xsol[:, col])
+                        err = _EPS * (extra + base + abs(corr)) + float(np.abs(uK) @ np.abs(delta[:, col]))
+                    else:
+                        corr, err = 0.0, _EPS * (extra + base)
+                    v = extra + base - corr
+                    if v < -err:
+                        ok = False
+                        break
+                    vals.append(max(v, 0.0))
+                    errs.append(err)
+                if not ok:
+                    direct.append(j)
+                    continue
+                dd, e1, e2, e3 = vals
+                rho_new = np.exp(log_rho_new[j] - m_a[j])
+                inner = dd * (self.rho_scaled[c] + e1) + (e2 + b_c) * (e3 + rho_new)
+                # first-order error of inner
+                err_inner = (errs[0] * (self.rho_scaled[c] + e1) + (dd + errs[0]) * errs[1]
+                             + errs[2] * (e3 + rho_new) + (e2 + b_c + errs[2]) * errs[3])
+                if not (inner > 0.0 and err_inner <= _GROUNDED_REL_ERR * inner):
+                    direct.append(j)
+                    continue
+                out[j] = logdet_c + np.log(inner) - np.log(g["sigma"]) + m_a[j] + self._const
+        if direct:
+            self.n_direct += len(direct)
+            out[direct] = self.log_ratio_direct(Xs[direct])
+        return out
 
     def log_ratio_direct(self, Xnew: np.ndarray) -> np.ndarray:
         """Reference: ``log p_{T+1} - log p_T`` from two all-roots log-partitions
@@ -398,6 +532,9 @@ class Predictive:
     # False (default): a fit with any weakly coupled point scores every point by the direct
     # path. True: the pre-fix rule, only points whose support holds a weak point (tests only)
     route_by_support: bool = False
+    # True (default): a fit whose LU flags a weakly coupled point but whose grounded inverse
+    # does not is scored by the grounded path (sec. 13). False: by the direct path (controls)
+    use_grounded: bool = True
 
     def estimate_normalizer(self, n: int, rng: np.random.Generator) -> tuple[float, float]:
         """Importance-sampling estimate of ``log int ratio(x) dx`` and its standard error
