@@ -652,10 +652,12 @@ def test_isir_chain_rules():
 def test_weakly_coupled_point_scored_by_the_direct_path(monkeypatch):
     """A training point coupled to the rest by about e^-87 makes the
     column-replaced matrix near-singular (|G_uu| ~ 1e34): the fit is flagged and
-    every new point here is scored by the direct O(T^3) path (the grounded path of
-    section 13 takes no point whose support holds more than half the training points),
-    which equals a 200-digit determinant. Negative control: the bordered fast update
-    alone (no point flagged) is off by more than 5 nats."""
+    every new point here is scored by the direct O(T^3) path, which equals a 200-digit
+    determinant: the grounded path of section 13 takes none of them (one support holds
+    all 16 points; at 2.2 and 2.4 its error guard rejects the grounded score). Negative
+    controls: the bordered fast update alone (no point flagged) is off by more than 5
+    nats, and the grounded score at 2.2 without its guard by more than 1e-4 (33.1147 against
+    33.1342)."""
     from chefs.outtree import predictive as pr
 
     mp = pytest.importorskip("mpmath")
@@ -675,6 +677,10 @@ def test_weakly_coupled_point_scored_by_the_direct_path(monkeypatch):
     monkeypatch.setattr(pr, "_WEAK_COUPLING_G", np.inf)
     Q = Predictive(X, np.array([[1.0, 0.0]]), np.array([[0.04]]), NIW.from_data(X))
     assert np.max(np.abs(Q.log_ratio(xs) - exact)) > 5.0
+    monkeypatch.setattr(pr, "_WEAK_COUPLING_G", 1e10)
+    monkeypatch.setattr(pr, "_GROUNDED_REL_ERR", np.inf)
+    R = Predictive(X, np.array([[1.0, 0.0]]), np.array([[0.04]]), NIW.from_data(X))
+    assert R.grounded and abs(R.log_ratio(xs[1:2])[0] - exact[1]) > 1e-4
 
 
 # ---------------------------------------- the root model's predictive, from its definition
@@ -848,6 +854,7 @@ def test_fit_with_weak_points_scores_every_point_exactly():
     xs = np.array([[-3.4], [-3.2], [0.0], [1.6], [3.2], [3.4]])
     P = Predictive(X, B, S, NIW.from_data(X))
     assert P.weak.any() and not P.weak[20:].any()  # the pairs themselves are not flagged
+    assert P.all_direct and not P.grounded  # weak in the grounded inverse too (section 13)
     score = P.log_ratio(xs)
     assert P.n_direct == len(xs)
     with mp.workdps(300):
@@ -908,14 +915,20 @@ def test_grounded_inverse_matches_a_high_precision_inverse():
             np.testing.assert_allclose(H, exact, rtol=1e-12, atol=0)
     M = (np.diag(P.Bn.sum(axis=1)) - P.Bn)[np.ix_(idx, idx)]
     assert np.max(np.abs(np.linalg.inv(M) - exact) / exact) > 1e-8  # the control (c = 0, 60 points)
+    # more than one block of the elimination (128 nodes): well-conditioned weights, against an LU inverse
+    Bw = np.random.default_rng(2).uniform(0.2, 1.0, size=(300, 300))
+    np.fill_diagonal(Bw, 0.0)
+    H, idx = grounded_inverse(Bw, 7)
+    M = (np.diag(Bw.sum(axis=1)) - Bw)[np.ix_(idx, idx)]
+    np.testing.assert_allclose(H, np.linalg.inv(M), rtol=1e-10, atol=0)
 
 
 def test_grounded_path_matches_the_direct_path(monkeypatch):
     """On a fit that the LU flags but whose grounded inverse is not weak, the grounded path
     scores part of the points and routes the rest to the direct path; every score equals the
-    direct path's to 1e-7 (measured: 2.3e-9; 76 of 200 points grounded). Controls, each
+    direct path's to 1e-7 (measured: 1.2e-10; 65 of 200 points grounded). Controls, each
     caught: the LU's bordered update on the same fit (max error 3.7e-3), the grounded
-    formula without its error guard (1.2e-3), and with H from a plain LU inverse (1.1e-6)."""
+    formula without its error guard (6.4e-3), and with H from a plain LU inverse (1.1e-6)."""
     from chefs.outtree import predictive as pr
 
     X, B, S, xs = _grounded_toy()
@@ -941,3 +954,52 @@ def test_grounded_path_matches_the_direct_path(monkeypatch):
         return np.linalg.inv((np.diag(Bn.sum(axis=1)) - Bn)[np.ix_(idx, idx)]), idx
 
     assert error(grounded_inverse=plain_inverse) > 1e-7
+
+
+# Two 1-D fits that the LU flags and that take the grounded path, found by a reviewer's sweep of random
+# fits with outliers (stop 35): the new point is a far better parent (e^18 to e^35) of an isolated
+# training point, and on the second one it is a poor child but a plausible parent.
+_ISOLATED_FIT = ([-2.7653652398571538e-03, 7.3948044139280888e-01, -4.2126113260659732e+00, 2.1264641013449483e+00,
+                  2.0291525494947305e+00, 2.1820681903623953e+00, 1.6248586816784685e+00, 1.5835532138069854e+00,
+                  1.7627350085488864e+00, 1.9462843066856870e+00, 2.1243792483227071e+00, 1.3722149190447592e+00,
+                  1.6136938407857540e+00, 1.0466118266403397e+00, 1.5857583370137744e+00, 1.9448976093188890e+00,
+                  1.8769202658505688e+00, 2.3879087442754487e+00, 1.8767820480189070e+00, 1.5391598334220855e+00,
+                  1.4377920284917822e+00, 1.7497587667029990e+00, 2.1745978085755029e+00, 1.2856071312367696e+00,
+                  1.3769189401011626e+00, 1.6942734529286028e+00, 1.5658702593838854e+00, 1.9431056034785343e+00,
+                  1.5280065557686908e+00, 1.6840431698343730e+00, 1.6667641042075010e+00],
+                 [[1.0, -0.5466532087986387]], [[0.022342289206001627]], -0.17594822584099212)
+_CONTRACTIVE_FIT = ([0.8710963461262811, -3.582703146454731, -2.9769193164379444, -3.431765599351224, -3.45180737080432,
+                     -3.3886553481191855, -3.7779115743485576, -3.5477936021749716, -3.7108519158260744,
+                     -4.221185392957817, -4.048831418878889, -3.2877081573280917, -3.6451540918304874,
+                     -3.5478335315026204, -3.9579440889423183, -3.688892180601228, -3.2740034895388854,
+                     -3.4816512339108794, -3.667889550603276, -3.048132154401007, -3.529187452005122,
+                     -3.6168266692466773, -3.164723077294086, -4.035679463579988, -3.344231744002604,
+                     -3.8480935895214845, -3.749359760238132],
+                    [[0.5330858540187903, 0.09006406456366454]], [[0.010857323758248218]], 6.035130830875547)
+
+
+@pytest.mark.parametrize("fit", ["isolated", "contractive"])
+def test_grounded_path_on_an_isolated_point_and_a_far_parent(monkeypatch, fit):
+    """The grounded score equals a 450-digit determinant on both fits, with no point sent to the
+    direct path: 21.8989 at -0.176 on the first (the review measured 125.61 before the small
+    matrix's rows were equilibrated: the pivoting lost the small components and the guard
+    missed it), -910.742364 at 6.035 on the second (+inf before the root term was scaled). The
+    direct path, whose weights are floored at e^-700, gives -910.742359 there. Negative
+    control: without the equilibration the first score is more than 5 nats off."""
+    mp = pytest.importorskip("mpmath")
+    from chefs.outtree import predictive as pr
+
+    X, B, S, x = _ISOLATED_FIT if fit == "isolated" else _CONTRACTIVE_FIT
+    X, B, S, x = np.asarray(X)[:, None], np.asarray(B), np.asarray(S), np.array([[x]])
+    P = Predictive(X, B, S, NIW.from_data(X))
+    assert P.weak.any() and P.grounded
+    score = P.log_ratio(x)[0]
+    assert P.n_direct == 0
+    with mp.workdps(450):
+        base = _exact_log_total(P.log_beta_finite(X), P.root.log_predictive(X), mp)
+        Y = np.vstack([X, x])
+        exact = float(_exact_log_total(P.log_beta_finite(Y), P.root.log_predictive(Y), mp) - base) + P._const
+    assert abs(score - exact) < 1e-7
+    if fit == "isolated":
+        monkeypatch.setattr(pr, "_GROUNDED_EQUILIBRATE", False)
+        assert abs(Predictive(X, B, S, NIW.from_data(X)).log_ratio(x)[0] - exact) > 5.0

@@ -23,6 +23,7 @@ reports ``log ratio - log c`` as the (normalised) predictive log-density.
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -76,8 +77,9 @@ _WEAK_COUPLING_G = 1e10
 # its sum of Woodbury differences exceeds _GROUNDED_REL_ERR, when it is a better parent of some
 # training point than that point's best one by more than e^_GROUNDED_MAX_LOG_B (overflow), or
 # when its support holds more than half the training points (the small solve is then no cheaper)
-_GROUNDED_REL_ERR = 1e-7
+_GROUNDED_REL_ERR = 1e-8  # the estimate can be low by a factor of about 2 (review): scores within 1e-7
 _EPS = float(np.finfo(float).eps)
+_GROUNDED_EQUILIBRATE = True  # rows of the small matrix scaled to size one (False: negative control only)
 _GROUNDED_MAX_LOG_B = 300.0
 _BRIDGE_MIN_MARGINAL = 1e-3  # bridge components only on edges this probable (sec. 11)
 SAMPLE_METHODS = ("sir", "isir")  # Predictive.sample: plain SIR or iterated SIR (exactly invariant)
@@ -197,10 +199,12 @@ class Predictive:
 
         Exact: sums over every out-tree on the ``T + 1`` points (up to dropping
         the edges ``x* -> u`` whose weight is below ``e^-45`` of the matrix scale).
-        Each point is scored on its own against the training set. On a fit with a
-        weakly coupled training point (``all_direct``) ``G`` is unreliable in every
-        entry, and every point is scored by :meth:`log_ratio_direct` (O(T^3) each;
-        derivations-outtree sec. 10).
+        Each point is scored on its own against the training set. On a fit whose LU
+        flags a weakly coupled training point ``G`` is unreliable in every entry: if
+        the grounded inverse has no weakly coupled point either (``grounded``), points
+        are scored from it, each guarded (derivations-outtree sec. 13); otherwise
+        (``all_direct``) every point is scored by :meth:`log_ratio_direct` (O(T^3)
+        each; sec. 10). ``n_direct`` counts the points scored by the direct path.
         """
         Xnew = np.atleast_2d(np.asarray(Xnew, float))
         out = np.empty(Xnew.shape[0])
@@ -299,10 +303,11 @@ class Predictive:
         ``d = a_c + alpha' A^-1 gamma``, ``e1 = beta_c' A^-1 rho``, ``e2 = beta_c' A^-1 b~``,
         ``e3 = alpha' A^-1 rho``: sums of non-negative terms. Each ``u' A^-1 y`` comes from
         ``H`` by Woodbury, ``u'H y - (u'H)_K C^-1 D (H y)_K`` with ``C = I + D H_KK``: a
-        subtraction. A point where the estimated relative error of one of them exceeds
-        ``_GROUNDED_REL_ERR`` (rounding amplified by the cancellation, and the small solve's
-        error from the condition of ``C``, rows and columns equilibrated) is scored by the
-        direct path instead.
+        subtraction. Their errors (rounding, and the small solve's error from two steps of
+        refinement with extended-precision residuals, ``C``'s rows equilibrated) are carried to
+        first order into the bracket; a point whose bracket's relative error may exceed
+        ``_GROUNDED_REL_ERR``, whose refinement stalls, or whose bracket is not a positive
+        finite number is scored by the direct path instead.
         """
         g = self._ground
         H, idx, pos, rho = g["H"], g["idx"], g["pos"], g["rho"]
@@ -339,33 +344,45 @@ class Predictive:
                          (0.0, float(aH[j] @ rho), aH[j, kk], 1)]  # e3
                 logdet_c = 0.0
                 if kk.size:
-                    C = bK[:, None] * HKK
-                    C[np.arange(kk.size), np.arange(kk.size)] += 1.0
+                    # row u of C = I + D H_KK divided by max(1, b~_u): rows of size one, so that
+                    # partial pivoting keeps the small components (unscaled rows up to e^28 lost them)
+                    w_eq = 1.0 / np.maximum(bK, 1.0) if _GROUNDED_EQUILIBRATE else np.ones(kk.size)
+                    C = (bK * w_eq)[:, None] * HKK
+                    C[np.arange(kk.size), np.arange(kk.size)] += w_eq
                     lu, piv, info = scipy.linalg.lapack.dgetrf(C, overwrite_a=False)
                     d = np.diag(lu)
                     if info != 0 or (int(np.sum(d < 0)) + int(np.sum(piv != np.arange(kk.size)))) % 2:
                         direct.append(j)
                         continue
-                    logdet_c = float(np.sum(np.log(np.abs(d))))
-                    Z = bK[:, None] * Y
+                    logdet_c = float(np.sum(np.log(np.abs(d))) - np.sum(np.log(w_eq)))
+                    Z = (bK * w_eq)[:, None] * Y
                     Xsol = scipy.linalg.lapack.dgetrs(lu, piv, Z)[0]
-                    # two steps of iterative refinement with the residual in extended precision;
-                    # the second correction estimates the error left after the first
+                    # two steps of iterative refinement with the residual in extended precision: the
+                    # second correction estimates the error left after the first; a refinement that
+                    # does not shrink the correction has stalled (the point goes to the direct path)
                     Cl = C.astype(np.longdouble)
+                    steps = []
                     for _ in range(2):
                         res = (Z - Cl @ Xsol.astype(np.longdouble)).astype(float)
                         delta = scipy.linalg.lapack.dgetrs(lu, piv, res)[0]
                         Xsol += delta
+                        steps.append(float(np.max(np.abs(delta))))
+                    if not (np.all(np.isfinite(Xsol)) and (steps[1] <= 0.5 * steps[0]
+                                                           or steps[1] <= 1e3 * _EPS * float(np.max(np.abs(Xsol))))):
+                        direct.append(j)
+                        continue
                 vals, errs = [], []
                 ok = True
                 for extra, base, uK, col in bases:
                     if kk.size:
                         corr = float(uK @ Xsol[:, col])
-                        err = _EPS * (extra + base + abs(corr)) + float(np.abs(uK) @ np.abs(delta[:, col]))
+                        # rounding: base sums T non-negative terms, corr k terms of either sign
+                        err = (_EPS * (extra + math.sqrt(T) * base + kk.size * float(np.abs(uK) @ np.abs(Xsol[:, col])))
+                               + float(np.abs(uK) @ np.abs(delta[:, col])))
                     else:
-                        corr, err = 0.0, _EPS * (extra + base)
+                        corr, err = 0.0, _EPS * (extra + math.sqrt(T) * base)
                     v = extra + base - corr
-                    if v < -err:
+                    if not (np.isfinite(v) and v >= -err):
                         ok = False
                         break
                     vals.append(max(v, 0.0))
@@ -374,15 +391,20 @@ class Predictive:
                     direct.append(j)
                     continue
                 dd, e1, e2, e3 = vals
-                rho_new = np.exp(log_rho_new[j] - m_a[j])
-                inner = dd * (self.rho_scaled[c] + e1) + (e2 + b_c) * (e3 + rho_new)
-                # first-order error of inner
-                err_inner = (errs[0] * (self.rho_scaled[c] + e1) + (dd + errs[0]) * errs[1]
-                             + errs[2] * (e3 + rho_new) + (e2 + b_c + errs[2]) * errs[3])
-                if not (inner > 0.0 and err_inner <= _GROUNDED_REL_ERR * inner):
+                # the bracket d (rho_c + e1) + (e2 + b_c)(e3 + rho*) and its first-order error, all
+                # divided by e^s so that rho* = e^{log rho* - m_a} cannot overflow
+                log_rho_new_j = log_rho_new[j] - m_a[j]
+                sft = max(0.0, log_rho_new_j)
+                rho_s = np.exp(log_rho_new_j - sft)
+                f = np.exp(-sft)
+                inner = (dd * (self.rho_scaled[c] + e1) + (e2 + b_c) * e3) * f + (e2 + b_c) * rho_s
+                err_inner = ((errs[0] * (self.rho_scaled[c] + e1) + (dd + errs[0]) * errs[1] + errs[2] * e3
+                              + (e2 + b_c + errs[2]) * errs[3]) * f + errs[2] * rho_s)
+                if not (np.isfinite(inner) and inner > 0.0 and err_inner <= _GROUNDED_REL_ERR * inner):
                     direct.append(j)
                     continue
-                out[j] = logdet_c + np.log(inner) - np.log(g["sigma"]) + m_a[j] + self._const
+                inner_log = sft + np.log(inner)
+                out[j] = logdet_c + inner_log - np.log(g["sigma"]) + m_a[j] + self._const
         if direct:
             self.n_direct += len(direct)
             out[direct] = self.log_ratio_direct(Xs[direct])
