@@ -239,8 +239,8 @@ def grounded_inverse(B, c: int):
     diagonal, rows are children) with row and column ``c`` removed, and the remaining nodes
     ``idx`` in ``H``'s order; ``(None, idx)`` when it is not finite.
 
-    The GTH elimination (:func:`_gth_eliminate`) with ``c`` moved to index 0 is never
-    eliminated there: it is the ground, and the grounded matrix ``M`` factors as
+    The GTH elimination (:func:`_gth_eliminate`) never eliminates node 0. With ``c`` moved to
+    index 0, that node is the ground, and the grounded matrix ``M`` factors as
     ``M = (I - N) diag(p) (I - W)`` with ``N[i, k] = B_ik / p_k`` (``i < k``) and
     ``W[k, j] = B_kj / p_k`` (``j < k``) the reduced weights at node ``k``'s elimination, all
     non-negative. The triangular inverses are then sums of non-negative terms (back
