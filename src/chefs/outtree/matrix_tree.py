@@ -205,6 +205,25 @@ def gth_scale_exponent(n: int) -> int:
     return int(min(math.floor(-LOG_FLOOR / math.log(2.0)), 1021 - math.ceil(math.log2(max(n, 2)))))
 
 
+def _eliminate_scaled(B) -> np.ndarray:
+    """GTH elimination of nodes n-1, ..., 1 of the contiguous weights ``B`` in place; returns the
+    logs of the pivots. ``B`` is left holding the reduced weights (see :func:`_gth_eliminate`).
+
+    The weights are eliminated times an exact power of two, so that the floor-level weights sit
+    near 1: the products of two small entries then stay normal numbers instead of subnormal ones
+    (about 100x slower per operation on x86). The elimination is homogeneous of degree one, and
+    scaling by a power of two is exact, so the pivots and reduced weights are 2^e times the
+    unscaled ones, bit for bit wherever the unscaled run formed no subnormal number; the reduced
+    weights are scaled back, exactly (docs/derivations-outtree.md, section 12)."""
+    n = B.shape[0]
+    e = gth_scale_exponent(n)
+    B *= 2.0 ** e
+    log_pivot = np.zeros(n)
+    _gth_eliminate(B, log_pivot, scale_exp=e)  # log_pivot: the unscaled pivots' logs
+    B *= 2.0 ** -e  # exact: the reduced weights the back substitution reads are >= the floor
+    return log_pivot
+
+
 def log_partition_all_roots_scaled(B, m) -> np.ndarray:
     """:func:`log_partition_all_roots` from row-normalised weights ``B`` (zero
     diagonal, positive off-diagonal, overwritten) and the row log-scales ``m``
@@ -213,22 +232,10 @@ def log_partition_all_roots_scaled(B, m) -> np.ndarray:
     Tutte's ``Z_r`` of 004 sec. 2 for every root by one GTH elimination
     (docs/derivations-outtree.md section 2).
     """
-    n = B.shape[0]
     B = np.ascontiguousarray(B)
-    # Eliminate the weights times an exact power of two, so that the floor-level
-    # weights sit near 1: the products of two small entries then stay normal
-    # numbers instead of subnormal ones (about 100x slower per operation on x86).
-    # The elimination is homogeneous of degree one, and scaling by a power of two
-    # is exact, so the pivots and reduced weights are 2^e times the unscaled ones,
-    # bit for bit wherever the unscaled run formed no subnormal number
-    # (docs/derivations-outtree.md, section 12).
-    e = gth_scale_exponent(n)
-    B *= 2.0 ** e
-    log_pivot = np.zeros(n)
-    _gth_eliminate(B, log_pivot, scale_exp=e)  # log_pivot: the unscaled pivots' logs
+    log_pivot = _eliminate_scaled(B)
     if not np.all(np.isfinite(log_pivot)):
         raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
-    B *= 2.0 ** -e  # exact: the reduced weights the back substitution reads are >= the floor
     log_w = _left_null_log(B, log_pivot)
     log_z0 = float(log_pivot[1:].sum())
     return log_z0 + log_w + (m.sum() - m)
@@ -253,12 +260,8 @@ def grounded_inverse(B, c: int):
     T = B.shape[0]
     idx = np.concatenate([np.arange(c), np.arange(c + 1, T)])
     perm = np.concatenate([[c], idx])
-    e = gth_scale_exponent(T)
-    Bp = np.ascontiguousarray(B[np.ix_(perm, perm)]) * 2.0 ** e
-    log_pivot = np.zeros(T)
-    _gth_eliminate(Bp, log_pivot, scale_exp=e)
-    Bp *= 2.0 ** -e  # exact (section 12 of the derivations)
-    p = np.exp(log_pivot[1:])
+    Bp = np.ascontiguousarray(B[np.ix_(perm, perm)])
+    p = np.exp(_eliminate_scaled(Bp)[1:])
     if not (np.all(np.isfinite(p)) and np.all(p > 0)):
         return None, idx
     R = Bp[1:, 1:]

@@ -38,14 +38,16 @@ from .matrix_tree import (LOG_FLOOR, grounded_inverse, koo_matrix, log_partition
 __all__ = ["Predictive"]
 
 
-def _slogdet_small(M):
-    """``(sign, log|det M|)`` from one LAPACK getrf (less overhead than ``np.linalg.slogdet``)."""
-    lu, piv, info = scipy.linalg.lapack.dgetrf(M, overwrite_a=True)
-    if info > 0:
-        return 0.0, -np.inf
-    d = np.diag(lu)
-    neg = int(np.sum(d < 0)) + int(np.sum(piv != np.arange(d.size)))
-    return (-1.0 if neg % 2 else 1.0), float(np.sum(np.log(np.abs(d))))
+def _det_negative(lu, piv) -> bool:
+    """Whether the matrix that LAPACK ``getrf`` factored into ``lu, piv`` has a negative
+    determinant: an odd count of negative pivots and row swaps."""
+    return bool((int(np.sum(np.diag(lu) < 0)) + int(np.sum(piv != np.arange(piv.size)))) % 2)
+
+
+def _support(sc) -> np.ndarray:
+    """The training points ``u`` that a new point may parent: ``sc[u]`` (log b~_u plus the log
+    scale of ``u``'s inverse entry) within e^_SUPPORT_LOG_TOL of max(0, largest) (sec. 6)."""
+    return np.nonzero(sc > min(0.0, sc.max()) + _SUPPORT_LOG_TOL)[0]
 
 
 def _single_thread():
@@ -180,14 +182,14 @@ class Predictive:
         entry of ``H`` exceeds ``_WEAK_COUPLING_G``: the coupling the LU flagged is not really
         weak. Where it is, the guarded scores fail (cloud: errors of 0.16 nats), so those
         fits keep the direct path."""
-        T, c = self.X.shape[0], self.c
+        c = self.c
         H, idx = grounded_inverse(self.Bn, c)
         if H is None or np.max(np.diag(H)) > _WEAK_COUPLING_G:
             return
         beta_c = self.Bn[c, idx]  # c's parent weights
         rho = self.rho_scaled[idx]
         H_rho = H @ rho
-        self._ground = {"H": H, "idx": idx, "pos": np.searchsorted(idx, np.arange(T)), "rho": rho,
+        self._ground = {"H": H, "idx": idx, "rho": rho,
                         "H_rho": H_rho, "bcH": beta_c @ H, "bcH_rho": float(beta_c @ H_rho),
                         "sigma": float(self.rho_scaled[c] + beta_c @ H_rho),
                         "log_h": np.log(np.maximum(np.insert(np.diag(H), c, 1.0), 1.0))}
@@ -250,8 +252,7 @@ class Predictive:
         """Fast scores into ``out``; returns the rows left to the direct path."""
         direct = []
         for j in range(n):
-            sc = rel_b[j] + scale
-            keep = np.nonzero(sc > min(0.0, sc.max()) + _SUPPORT_LOG_TOL)[0]
+            keep = _support(rel_b[j] + scale)
             k = keep.size
             self.support_sizes.append(k)
             if self.route_by_support and self.weak[keep].any():  # the old rule (negative control only)
@@ -269,7 +270,7 @@ class Predictive:
                 Ck[np.arange(k), np.arange(k)] += np.exp(-sig)
                 lu, piv, info = scipy.linalg.lapack.dgetrf(Ck, overwrite_a=True)
                 d = np.diag(lu)
-                if info > 0 or (int(np.sum(d < 0)) + int(np.sum(piv != np.arange(k)))) % 2:
+                if info > 0 or _det_negative(lu, piv):
                     val = -np.inf
                 else:
                     y, _ = scipy.linalg.lapack.dgetrs(lu, piv, bs)
@@ -310,7 +311,7 @@ class Predictive:
         finite number is scored by the direct path instead.
         """
         g = self._ground
-        H, idx, pos, rho = g["H"], g["idx"], g["pos"], g["rho"]
+        H, idx, rho = g["H"], g["idx"], g["rho"]
         c, T = self.c, self.X.shape[0]
         n = Xs.shape[0]
         log_a = gaussian_log_lik_matrix(Xs, self.X, self.B, self.Sigma)
@@ -325,15 +326,14 @@ class Predictive:
         direct = []
         with _single_thread():
             for j in range(n):
-                sc = rel_b[j] + g["log_h"]
-                keep = np.nonzero(sc > min(0.0, sc.max()) + _SUPPORT_LOG_TOL)[0]
+                keep = _support(rel_b[j] + g["log_h"])
                 self.support_sizes.append(keep.size)
                 if rel_b[j].max() > _GROUNDED_MAX_LOG_B or 2 * keep.size > T:  # overflow; or no faster
                     direct.append(j)
                     continue
                 b_c = float(np.exp(rel_b[j, c])) if np.any(keep == c) else 0.0
                 K = keep[keep != c]
-                kk = pos[K]
+                kk = K - (K > c)  # their places in H (row and column c removed)
                 bK = np.exp(rel_b[j, K])
                 HKK = H[np.ix_(kk, kk)]
                 # the four differences u'H y - (u'H)_K C^-1 D (H y)_K: three right-hand sides
@@ -350,11 +350,10 @@ class Predictive:
                     C = (bK * w_eq)[:, None] * HKK
                     C[np.arange(kk.size), np.arange(kk.size)] += w_eq
                     lu, piv, info = scipy.linalg.lapack.dgetrf(C, overwrite_a=False)
-                    d = np.diag(lu)
-                    if info != 0 or (int(np.sum(d < 0)) + int(np.sum(piv != np.arange(kk.size)))) % 2:
+                    if info != 0 or _det_negative(lu, piv):
                         direct.append(j)
                         continue
-                    logdet_c = float(np.sum(np.log(np.abs(d))) - np.sum(np.log(w_eq)))
+                    logdet_c = float(np.sum(np.log(np.abs(np.diag(lu)))) - np.sum(np.log(w_eq)))
                     Z = (bK * w_eq)[:, None] * Y
                     Xsol = scipy.linalg.lapack.dgetrs(lu, piv, Z)[0]
                     # two steps of iterative refinement with the residual in extended precision: the
