@@ -85,11 +85,13 @@ def test_a_plant_on_the_models_own_sweep_is_refused():
 SENSITIVE_SAMPLED_W = {"rho_prior": (4.0, 1.0), "weight_prior": (2.0, 8.0)}
 
 
-# Draws per side: the paper-priors run pairs with the precision control, which reads only |z| 5.7 at
-# 2,000 draws (seed 3; seeds 4 and 5: 4.46 and 3.74, measured at stop 33), so it keeps 4,000; the
-# informative run pairs with the structure-move and weight-variance controls, which read 8.97 and 35.3
-# at 2,000 draws (its own max |z| 1.39 there), so it runs at 2,000.
-GW_PAPER_DRAWS, GW_INFORMATIVE_DRAWS = 4000, 2000
+# Draws per side: 2,000 for both runs (paper priors: max |z| 2.53, seed 3, stop 36). The
+# controls run at the informative settings, where each plant is resolved: the structure-move and
+# weight-variance controls read 8.97 and 35.3 at 2,000 draws (its own max |z| 1.39 there), the
+# precision control 50.7 (37.3 at 1,000). Until stop 36 the precision control ran at the paper
+# priors, where it read only |z| 5.7 at 4,000 draws (seed 3; seeds 4 and 5: 4.46 and 3.74), so
+# both paper-prior runs took 4,000 draws.
+GW_PAPER_DRAWS, GW_INFORMATIVE_DRAWS = 2000, 2000
 
 
 @pytest.mark.parametrize("priors,n", [({}, GW_PAPER_DRAWS), (SENSITIVE_SAMPLED_W, GW_INFORMATIVE_DRAWS)],
@@ -101,15 +103,18 @@ def test_geweke_full_sampler(priors, n):
 
 
 def test_geweke_negative_control_wrong_precision_conditional(monkeypatch):
-    """Plant an error in the Gamma conditional of rho (prior rate 1.5 instead of 0.5)."""
+    """Plant an error in the Gamma conditional of rho: three times the prior's rate (3 where the
+    informative prior Gamma(4, 1) says 1), at the settings of the informative passing run (max |z| 50.7,
+    log_rho_obs)."""
     orig = NLGBN.update_parameters
 
     def planted(self, rng, state, priors):
-        return orig(self, rng, state, (0.5, 1.5))
+        return orig(self, rng, state, (priors[0], 3.0 * priors[1]))
 
     monkeypatch.setattr(NLGBN, "update_parameters", planted)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    zs = geweke_test(make_model(), config, GW_PAPER_DRAWS, GW_PAPER_DRAWS, np.random.default_rng(3), **GW)
+    n = GW_INFORMATIVE_DRAWS
+    zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, n, n, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -404,14 +409,17 @@ def _birth_death_ignores_likelihood(monkeypatch):
 
 # The single-chain Geweke test of the CIBP path above holds about 6 effective samples, and
 # the ECIBP's skip edges mix too slowly for it at CI size: the joint-draw checks below are the
-# exact ones for both. At five data points (``SENSITIVE``) the ECIBP check pairs with an
-# edge-pass control; the birth/death moves of both priors are checked at the settings of
-# ``BIRTH_DEATH`` below, where they carry the likelihood, each with its own control.
+# exact ones for both. They run at the settings of ``BIRTH_DEATH`` below, where the edge pass and
+# the birth/death moves carry the likelihood, each plant with its own control. The check at five
+# data points (``SENSITIVE``) runs with ``-m slow`` since stop 36: its edge-pass control read
+# |z| 7.4-9.1 there at 2,000 replicates, against 18.1 and 18.7 (seeds 1, 2) at 1,000 replicates of
+# ``BIRTH_DEATH``.
+@pytest.mark.slow
 def test_stationarity_from_joint_draws_layered_priors():
     """Joint-draw stationarity (independent replicates, honest standard errors):
     three successive-conditional steps from exact joint draws leave every test
-    function's mean unchanged, for the NLGBN with the ECIBP prior at the size of its
-    edge-pass control below (max |z| 0.91 at these 2,000 replicates, seed 1). The CIBP
+    function's mean unchanged, for the NLGBN with the ECIBP prior at five data points (max |z|
+    0.91 at these 2,000 replicates, seed 1; the edge-pass control's size until stop 36). The CIBP
     ran here at 4,000 replicates until stop 33, because its birth/death control read only
     |z| 3.6 at 2,000; it now runs at the ``BIRTH_DEATH`` settings with that control."""
     zs = _layered_stationarity("ecibp", 2000)
@@ -419,10 +427,11 @@ def test_stationarity_from_joint_draws_layered_priors():
 
 
 def test_stationarity_negative_control_layered_edge_pass_ignores_likelihood(monkeypatch):
-    """The fast ECIBP check above catches an edge pass that drops the collapsed
-    likelihood gain (samples the edges from the prior alone): the largest |z| is
-    7.4-9.1 at these 2,000 replicates (seeds 1-2; num_nodes), the check's size since
-    stop 32 (11.0 at 4,000)."""
+    """The ECIBP check at the ``BIRTH_DEATH`` settings (``test_stationarity_layered_birth_death_settings``)
+    catches an edge pass that drops the collapsed likelihood gain (samples the edges from the
+    prior alone): the largest |z| is 18.07 and 18.67 at these 1,000 replicates (seeds 1, 2;
+    num_nodes; the CIBP: 11.28, u_hidden_sum). Until stop 36 it ran at five data points with
+    2,000 replicates (7.4-9.1; 11.0 at 4,000)."""
     real = nl._kern.collapsed
 
     def no_gain(*args):
@@ -430,7 +439,7 @@ def test_stationarity_negative_control_layered_edge_pass_ignores_likelihood(monk
         return 0.0, mean, var
 
     monkeypatch.setattr(nl._kern, "collapsed", no_gain)
-    zs = _layered_stationarity("ecibp", 2000)
+    zs = _layered_stationarity("ecibp", BIRTH_DEATH_REPLICATES, **BIRTH_DEATH)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
