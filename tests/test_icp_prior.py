@@ -40,7 +40,7 @@ def key_stats(labels, edges) -> dict:
 
 def sample_keys(prior, D, order, n, seed, **kw):
     rng = np.random.default_rng(seed)
-    return [structure_key(prior.sample(rng, D, observed_order=order, **kw)) for _ in range(n)]
+    return [structure_key(g) for g in prior.sample_many(rng, n, D, observed_order=order, **kw)]
 
 
 def compare_with_exact(keys, structures, max_hidden) -> dict:
@@ -183,7 +183,7 @@ def graph_stats(g):
 
 def draw_stats(prior, D, order, n, seed, **kw):
     rng = np.random.default_rng(seed)
-    rows = [graph_stats(prior.sample(rng, D, observed_order=order, **kw)) for _ in range(n)]
+    rows = [graph_stats(g) for g in prior.sample_many(rng, n, D, observed_order=order, **kw)]
     return {k: np.array([r[k] for r in rows]) for k in rows[0]}
 
 
@@ -238,7 +238,7 @@ def mean_scores(prior, graphs, h=1e-5):
 def test_score_identity_density_vs_chefs_process(alpha, gamma, phi, D, order):
     prior = ICP(alpha, gamma, phi)
     rng = np.random.default_rng(5)
-    graphs = [prior.sample(rng, D, observed_order=order) for _ in range(4000)]
+    graphs = prior.sample_many(rng, 4000, D, observed_order=order)
     for name, (m, se) in mean_scores(prior, graphs).items():
         assert abs(m) <= 4 * se, (name, m, se)
 
@@ -246,7 +246,7 @@ def test_score_identity_density_vs_chefs_process(alpha, gamma, phi, D, order):
 def test_negative_control_score_identity_catches_wrong_rate():
     prior = ICP(1.0, 1.0, 1.0)
     rng = np.random.default_rng(5)
-    graphs = [prior.sample(rng, 10, _variant=2) for _ in range(4000)]
+    graphs = prior.sample_many(rng, 4000, 10, _variant=2)
     sc = mean_scores(prior, graphs)
     assert max(abs(m) / se for m, se in sc.values()) > 4
 
@@ -261,8 +261,8 @@ def test_ibp_special_case_hidden_count_is_poisson(method, alpha, gamma, D):
     rng = np.random.default_rng(6)
     n = 5000
     kw = {"finite_K": 1000} if method == "finite" else {}
-    H = np.array([prior.sample(rng, D, observed_order=0.0, hidden_order=1.0, method=method, **kw).num_hidden
-                  for _ in range(n)])
+    H = np.array([g.num_hidden for g in prior.sample_many(rng, n, D, observed_order=0.0, hidden_order=1.0,
+                                                         method=method, **kw)])
     lam = prior.expected_hidden_ibp(D)
     zs = {"mean": (H.mean() - lam) / math.sqrt(lam / n)}
     for k in range(6):
@@ -277,7 +277,7 @@ def test_negative_control_ibp_check_catches_one_parameter_ibp():
     prior = ICP(0.3, 1.0, 1.0)
     rng = np.random.default_rng(6)
     n = 8000
-    H = np.array([prior.sample(rng, 8, observed_order=0.0, hidden_order=1.0).num_hidden for _ in range(n)])
+    H = np.array([g.num_hidden for g in prior.sample_many(rng, n, 8, observed_order=0.0, hidden_order=1.0)])
     wrong = ICP(1.0, 1.0, 1.0).expected_hidden_ibp(8)
     assert abs(H.mean() - wrong) / math.sqrt(wrong / n) > Z
 
@@ -391,3 +391,18 @@ def test_finite_K_density_matches_the_finite_enumeration(K):
     assert got == pytest.approx(exact, rel=1e-9)
     wrong = _finite_density_mass(prior, K, K + 1)
     assert max(abs(w - e) for w, e in zip(wrong, exact)) > 1e-3
+
+
+def test_sample_many_equals_repeated_sample():
+    """``sample_many`` checks its arguments once and returns the graphs that as many calls of
+    ``sample`` draw from the same stream (both samplers)."""
+    prior = ICP(0.8, 2.0, 1.5)
+    for kw in ({"observed_order": [0.0, None, 1.0]}, {"method": "finite", "finite_K": 12}):
+        a = prior.sample_many(np.random.default_rng(9), 30, 3, **kw)
+        rng = np.random.default_rng(9)
+        b = [prior.sample(rng, 3, **kw) for _ in range(30)]
+        assert [g.to_json() for g in a] == [g.to_json() for g in b]
+    with pytest.raises(ValueError, match="num must be"):
+        prior.sample_many(np.random.default_rng(0), -1, 2)
+    with pytest.raises(ValueError, match="unknown method"):
+        prior.sample_many(np.random.default_rng(0), 3, 2, method="gibbs")

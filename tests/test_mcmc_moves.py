@@ -247,7 +247,7 @@ def test_prior_chain_matches_chefs_process(order):
     D = 2
     chain = chain_stats(prior, D, order, 6000, seed=4)
     rng = np.random.default_rng(5)
-    draws = [_stats(prior.sample(rng, D, observed_order=order)) for _ in range(4000)]
+    draws = [_stats(g) for g in prior.sample_many(rng, 4000, D, observed_order=order)]
     draws = {k: np.array([d[k] for d in draws]) for k in draws[0]}
     zs = compare_chain_with_draws(chain, draws)
     assert max(abs(v) for v in zs.values()) < Z, zs
@@ -259,7 +259,7 @@ def test_negative_control_chain_vs_chefs(planted):
     kw = {"plant": kern.PLANT_ORDER_DELTA} if planted == "order" else {"state_dependent": True}
     chain = chain_stats(prior, 2, None, 6000, seed=4, **kw)
     rng = np.random.default_rng(5)
-    draws = [_stats(prior.sample(rng, 2)) for _ in range(4000)]
+    draws = [_stats(g) for g in prior.sample_many(rng, 4000, 2)]
     draws = {k: np.array([d[k] for d in draws]) for k in draws[0]}
     zs = compare_chain_with_draws(chain, draws)
     assert max(abs(v) for v in zs.values()) > Z

@@ -44,7 +44,7 @@ def test_mh_with_rjmcmc_proposal_samples_the_prior(bias):
     prior = ICP(1.0, 1.5, 1.0)
     chain = mh_chain(RJMCMCProposal(prior), prior, 20000, 3, thin=10, flip_bias=bias)
     rng = np.random.default_rng(4)
-    draws = [_stats(prior.sample(rng, 2, observed_order=[1.0, 0.0])) for _ in range(4000)]
+    draws = [_stats(g) for g in prior.sample_many(rng, 4000, 2, observed_order=[1.0, 0.0])]
     draws = {k: np.array([d[k] for d in draws]) for k in draws[0]}
     zs = compare_chain_with_draws(chain, draws)
     worst = max(abs(v) for v in zs.values())

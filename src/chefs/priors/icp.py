@@ -176,6 +176,12 @@ class ICP:
             Testing only: plant the printed (wrong) eq. 10 (1) or an off-by-one
             Poisson rate (2), for negative controls.
         """
+        return self._draw(rng, self._sampler_args(rng, num_observed, observed_order, method, finite_K,
+                                                  hidden_order, max_nodes, _variant))
+
+    def _sampler_args(self, rng, num_observed, observed_order, method, finite_K, hidden_order, max_nodes,
+                      _variant) -> tuple:
+        """The checked arguments of :meth:`sample` (checked once for :meth:`sample_many`)."""
         if not isinstance(rng, np.random.Generator):
             raise ValueError("rng must be a numpy.random.Generator (use numpy.random.default_rng(seed))")
         obs_theta = observed_orders(num_observed, observed_order)
@@ -184,26 +190,41 @@ class ICP:
         at_one = hidden_order is not None
         fixed = ~np.isnan(obs_theta)
         if method == "chefs":
-            th, ob, p, c, ok = kern.chefs_draw(rng, obs_theta, self.alpha, self.gamma, self.phi,
-                                               at_one, int(max_nodes), int(_variant))
-            if not ok:
-                raise ValueError(f"the draw exceeded max_nodes={max_nodes} active nodes; "
-                                 "lower gamma or raise max_nodes")
+            K = None
         elif method == "finite":
             if finite_K is None:
                 raise ValueError("method='finite' needs finite_K (the total number of nodes K)")
             K = int(finite_K)
             if K <= num_observed or K <= self.gamma:
                 raise ValueError(f"finite_K must exceed both the number of observed nodes and gamma, got {K}")
-            th, ob, p, c = kern.finite_draw(rng, obs_theta, K, self.alpha, self.gamma, self.phi, at_one)
         else:
             raise ValueError(f"unknown method {method!r}: use 'chefs' or 'finite'")
+        return obs_theta, fixed, at_one, K, int(max_nodes), int(_variant)
+
+    def _draw(self, rng, args) -> DAG:
+        obs_theta, fixed, at_one, K, max_nodes, variant = args
+        if K is None:
+            th, ob, p, c, ok = kern.chefs_draw(rng, obs_theta, self.alpha, self.gamma, self.phi,
+                                               at_one, max_nodes, variant)
+            if not ok:
+                raise ValueError(f"the draw exceeded max_nodes={max_nodes} active nodes; "
+                                 "lower gamma or raise max_nodes")
+        else:
+            th, ob, p, c = kern.finite_draw(rng, obs_theta, K, self.alpha, self.gamma, self.phi, at_one)
         fx = np.zeros(th.shape[0], dtype=bool)
         fx[ob] = fixed  # observed nodes appear in star order in both samplers
         return DAG(th, ob, p, c, fx, validate=False)
 
-    def sample_many(self, rng, num: int, num_observed: int, **kw) -> list[DAG]:
-        return [self.sample(rng, num_observed, **kw) for _ in range(int(num))]
+    def sample_many(self, rng, num: int, num_observed: int, observed_order=None, method: str = "chefs",
+                    finite_K: int | None = None, hidden_order: float | None = None, max_nodes: int = 1_000_000,
+                    _variant: int = 0) -> list[DAG]:
+        """``num`` independent draws of :meth:`sample` (the same arguments, checked once): the same
+        graphs, from the same stream, as ``num`` calls of :meth:`sample`."""
+        if int(num) != num or num < 0:
+            raise ValueError(f"num must be a non-negative integer, got {num}")
+        args = self._sampler_args(rng, num_observed, observed_order, method, finite_K, hidden_order, max_nodes,
+                                  _variant)
+        return [self._draw(rng, args) for _ in range(int(num))]
 
     def expected_hidden_ibp(self, num_observed: int) -> float:
         """E[H] in the IBP special case: gamma * sum_{r<D} alpha / (alpha + r)
