@@ -29,6 +29,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
     limit_numba_threads(share_cores(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
 
+    # each of the first two workers compiles its share of the numba kernels (tests/_warm.py)
+    from ._warm import warm
+
+    warm(os.environ["PYTEST_XDIST_WORKER"])
+
 
 @pytest.fixture
 def rng():

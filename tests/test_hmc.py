@@ -138,7 +138,9 @@ class _HMCOnly(NLGBN):
         return out
 
 
-def _hmc_stationarity(plant=0, replicates=2000, seed=4):
+# Replicates since stop 36 (2,000 before): the passing run reads max |z| 1.47 (y_obs_sq), the plant
+# below 16.78 (23.48 at 2,000; log_rho_all), seed 4.
+def _hmc_stationarity(plant=0, replicates=1000, seed=4):
     rng = np.random.default_rng(seed)
     model = _HMCOnly(rng.uniform(0.2, 0.8, size=(5, 1)), 16, rng, rho_prior=RHO_PRIOR, weight_var=4.0,
                      hmc_steps=8, hmc_plant=plant)

@@ -86,9 +86,9 @@ SENSITIVE_SAMPLED_W = {"rho_prior": (4.0, 1.0), "weight_prior": (2.0, 8.0)}
 
 
 # Draws per side: 2,000 for both runs (paper priors: max |z| 2.53, seed 3, stop 36). The
-# controls run at the informative settings, where each plant is resolved: the structure-move and
-# weight-variance controls read 8.97 and 35.3 at 2,000 draws (its own max |z| 1.39 there), the
-# precision control 50.7 (37.3 at 1,000). Until stop 36 the precision control ran at the paper
+# controls run at the informative settings, where each plant is resolved: the structure-move
+# control reads 8.97 at 2,000 draws (the passing run's own max |z| 1.39 there); the weight-variance
+# and precision controls, 35.3 and 50.7 at 2,000, run at 1,000 and 500 draws (23.98, 24.65). Until stop 36 the precision control ran at the paper
 # priors, where it read only |z| 5.7 at 4,000 draws (seed 3; seeds 4 and 5: 4.46 and 3.74), so
 # both paper-prior runs took 4,000 draws.
 GW_PAPER_DRAWS, GW_INFORMATIVE_DRAWS = 2000, 2000
@@ -104,8 +104,8 @@ def test_geweke_full_sampler(priors, n):
 
 def test_geweke_negative_control_wrong_precision_conditional(monkeypatch):
     """Plant an error in the Gamma conditional of rho: three times the prior's rate (3 where the
-    informative prior Gamma(4, 1) says 1), at the settings of the informative passing run (max |z| 50.7,
-    log_rho_obs)."""
+    informative prior Gamma(4, 1) says 1), at the settings of the informative passing run with a
+    quarter of its draws: max |z| 24.65 at these 500 (37.3 at 1,000, 50.7 at 2,000; log_rho_obs)."""
     orig = NLGBN.update_parameters
 
     def planted(self, rng, state, priors):
@@ -113,7 +113,7 @@ def test_geweke_negative_control_wrong_precision_conditional(monkeypatch):
 
     monkeypatch.setattr(NLGBN, "update_parameters", planted)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    n = GW_INFORMATIVE_DRAWS
+    n = GW_INFORMATIVE_DRAWS // 4
     zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, n, n, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
@@ -365,7 +365,8 @@ def test_geweke_other_activation_updates(activation_update):
 
 
 def test_geweke_negative_control_wrong_weight_variance_conditional(monkeypatch):
-    """Plant: the Gibbs update of the weight variance uses the wrong prior rate (max |z| 35.3)."""
+    """Plant: the Gibbs update of the weight variance uses the wrong prior rate: max |z| 23.98 at
+    these 1,000 draws, half the passing run's (35.3 at 2,000, 8.18 at 500; log_weight_var)."""
     orig = NLGBN.update_weight_var
 
     def planted(self, rng, state, prior=None):
@@ -373,8 +374,8 @@ def test_geweke_negative_control_wrong_weight_variance_conditional(monkeypatch):
 
     monkeypatch.setattr(NLGBN, "update_weight_var", planted)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
-    # the same settings and draws as the passing informative run of test_geweke_full_sampler
-    n = GW_INFORMATIVE_DRAWS
+    # the settings of the passing informative run of test_geweke_full_sampler, half its draws
+    n = GW_INFORMATIVE_DRAWS // 2
     zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, n, n, np.random.default_rng(3), **GW)
     assert max(abs(z) for z in zs.values()) > Z, zs
 

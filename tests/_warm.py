@@ -1,0 +1,63 @@
+"""Compile the numba kernels once per test run, split between two pytest-xdist workers.
+
+On a clean checkout numba's on-disk cache is empty, and each worker compiled every kernel it
+met: the two workers compiled the same kernels at the same time (about 60 s of wall time of
+a CI run, measured at stop 36). Here worker ``gw0`` compiles the ICP prior's samplers and
+density, and worker ``gw1`` the MCMC kernels and the belief network's (ICP path from a fixed
+structure, the layered priors' path and HMC), which do not call the first group. Each kernel
+is then in the cache, and the other worker loads it instead of compiling it. Nothing here is
+asserted: kernels missed here are compiled on first use, as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _prior_kernels(rng):
+    from chefs import ICP
+
+    prior = ICP(1.0, 1.0, 1.0)
+    g = prior.sample(rng, 2)
+    prior.sample(rng, 2, observed_order=0.0)
+    prior.sample(rng, 2, method="finite", finite_K=6)
+    prior.log_prob(g)
+
+
+def _model_kernels(rng):
+    from chefs.graph import DAG
+    from chefs.mcmc.chain import ChainConfig, init_state, sample
+    from chefs.mcmc.run import make_structure_prior
+    from chefs.mcmc.state import GraphState
+    from chefs.models.nlgbn import NLGBN
+
+    for order in (0.0, None):
+        config = ChainConfig(2, order, 1.0, 1.0, 1.0)
+        for _ in sample(init_state(config, rng), config, 3):
+            pass
+    data = rng.uniform(0.2, 0.8, size=(20, 2))
+    dag = DAG([0.0, 0.0, 0.5, 0.8], [True, True, False, False], [2, 2, 3], [0, 1, 2], fixed=[True, True, False, False])
+    for hmc_steps in (0, 2):
+        g = GraphState.from_dag(dag)
+        model = NLGBN(data, g.capacity, rng, hmc_steps=hmc_steps)
+        model.init_from_state(g, rng)
+        config = ChainConfig(2, 0.0, 1.0, 1.0, 1.0)
+        state = init_state(config, rng, dag)
+        for _ in sample(state, config, 3, model=model):
+            pass
+    for name in ("cibp", "ecibp"):
+        prior = make_structure_prior({"name": name, "alpha": 1.0, "beta": 1.0})
+        g = prior.state_from_dag(prior.sample(rng, 2))
+        model = NLGBN(data, g.capacity, rng, structure_prior=prior)
+        model.init_from_state(g, rng)
+        for _ in range(3):
+            model.sweep(rng, g, ChainConfig(2, 0.0, weights=(1, 1, 0, 0)), None)
+
+
+def warm(worker: str) -> None:
+    """The share of worker ``gw0`` or ``gw1`` (others: none)."""
+    rng = np.random.default_rng(0)
+    if worker == "gw0":
+        _prior_kernels(rng)
+    elif worker == "gw1":
+        _model_kernels(rng)
