@@ -70,15 +70,23 @@ def structure_key(graph) -> tuple:
     Nodes are ranked by theta (ties, e.g. observed nodes fixed at the same
     value, broken by observed index).
     """
-    n = graph.num_nodes
-    obs_idx = np.full(n, -1)
-    obs_idx[graph.observed] = np.arange(graph.num_observed)
-    tie = np.where(graph.observed, obs_idx, n)
-    order = np.lexsort((tie, graph.theta))
-    rank = np.empty(n, dtype=int)
-    rank[order] = np.arange(n)
-    labels = tuple(int(obs_idx[k]) for k in order)
-    edges = tuple(sorted((int(rank[p]), int(rank[c])) for p, c in zip(graph.parents, graph.children)))
+    # plain Python on these small graphs: a third of the numpy version's time (the prior tests key
+    # hundreds of thousands of draws)
+    theta = graph.theta.tolist()
+    observed = graph.observed.tolist()
+    n = len(theta)
+    obs_idx = [-1] * n
+    j = 0
+    for k in range(n):
+        if observed[k]:
+            obs_idx[k] = j
+            j += 1
+    order = sorted(range(n), key=lambda k: (theta[k], obs_idx[k] if observed[k] else n))
+    rank = [0] * n
+    for r, k in enumerate(order):
+        rank[k] = r
+    labels = tuple(obs_idx[k] for k in order)
+    edges = tuple(sorted((rank[p], rank[c]) for p, c in zip(graph.parents.tolist(), graph.children.tolist())))
     return labels, edges
 
 
