@@ -91,18 +91,18 @@ html_last_updated_fmt = None
 # --- parallel builds: spread the executed tutorials over the reading processes ---------------------
 def _spread_notebooks(app, env, docnames):
     """With ``-j N``, Sphinx reads the sorted documents in consecutive chunks
-    (``sphinx.util.parallel.make_chunks``), one process per chunk. The tutorials, whose cells run
-    at every build, sort together and filled the last chunks, so one process ran most of them
-    after the other had finished (stop 36: 88 s of wall time for 133 s of cells on two cores).
-    Reordering the list in place (what this event is for) puts one tutorial at the head of each
-    chunk in turn, so that the processes run them side by side from the start. Their kernels then
-    run one numba and one BLAS thread each: N kernels with a thread per core each slowed each other
-    down (the tutorials' cells took 164 s instead of 134 s)."""
+    (``sphinx.util.parallel.make_chunks``; more chunks than processes), each chunk in the next free
+    process. The tutorials, whose cells run at every build, sort together and filled the last
+    chunks, so one process ran most of them after the other had finished (stop 36: 88 s of wall
+    time for 133 s of cells on two cores). Reordering the list in place (what this event is for)
+    puts one tutorial at the head of each chunk in turn, so that the processes run them side by
+    side. Their kernels then run one numba and one BLAS thread each: N kernels with a thread per
+    core each slowed each other down (the tutorials' cells took 164 s instead of 134 s)."""
     from sphinx.util.parallel import make_chunks
 
     notebooks = [d for d in docnames if d.startswith("tutorials/") and d != "tutorials/index"]
-    if app.parallel <= 1 or len(notebooks) < 2:
-        return
+    if app.parallel <= 1 or len(notebooks) < 2 or not app.is_parallel_allowed("read"):
+        return  # a serial read: each kernel keeps every core
     for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")  # inherited by the kernels the reading processes start
     others = [d for d in docnames if d not in notebooks]

@@ -12,7 +12,7 @@ from chefs.cli import main  # noqa: E402
 def test_cnn_sample_and_report_end_to_end(tmp_path, capsys):
     run = tmp_path / "run"
     rc = main(["cnn", "sample", "--data", "digits", "--chains", "2", "--samples", "4", "--train-steps", "80",
-               "--warm-steps", "20", "--seed", "3", "--executor", "thread", "--quiet", "--out", str(run)])
+               "--warm-steps", "20", "--seed", "3", "--executor", "process", "--quiet", "--out", str(run)])
     assert rc == 0
     for f in ("config.json", "samples.jsonl", "weights.npz", "test_proba.npz"):
         assert (run / f).is_file()

@@ -191,6 +191,7 @@ class ICP:
         fixed = ~np.isnan(obs_theta)
         if method == "chefs":
             K = None
+            max_nodes = int(max_nodes)  # only the chefs process reads it (the finite model never did)
         elif method == "finite":
             if finite_K is None:
                 raise ValueError("method='finite' needs finite_K (the total number of nodes K)")
@@ -199,7 +200,7 @@ class ICP:
                 raise ValueError(f"finite_K must exceed both the number of observed nodes and gamma, got {K}")
         else:
             raise ValueError(f"unknown method {method!r}: use 'chefs' or 'finite'")
-        return obs_theta, fixed, at_one, K, int(max_nodes), int(_variant)
+        return obs_theta, fixed, at_one, K, max_nodes, int(_variant)
 
     def _draw(self, rng, args) -> DAG:
         obs_theta, fixed, at_one, K, max_nodes, variant = args
