@@ -417,10 +417,9 @@ def _birth_death_ignores_likelihood(monkeypatch):
 # exact ones for both. They run at the settings of ``BIRTH_DEATH`` below, where the edge pass and
 # the birth/death moves carry the likelihood. The ECIBP run has a control of each plant; the CIBP
 # run shares their planted code (the layered edge pass, ``collapsed_gain``), and its own birth/death
-# control runs with ``-m slow``. The check at five
-# data points (``SENSITIVE``) runs with ``-m slow`` since stop 36: its edge-pass control read
-# |z| 7.4-9.1 there at 2,000 replicates, against 18.1 and 18.7 (seeds 1, 2) at 1,000 replicates of
-# ``BIRTH_DEATH``.
+# control runs with ``-m slow``. So does, since stop 36, the ECIBP check at five data points
+# (``SENSITIVE``): its edge-pass control read |z| 7.4-9.1 there at 2,000 replicates, against 13.27
+# and 13.08 (seeds 1, 2) at 500 replicates of ``BIRTH_DEATH``.
 @pytest.mark.slow
 def test_stationarity_from_joint_draws_layered_priors():
     """Joint-draw stationarity (independent replicates, honest standard errors):
