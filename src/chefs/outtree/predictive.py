@@ -221,8 +221,6 @@ class Predictive:
         if self.all_direct:
             self.n_direct += n
             return self.log_ratio_direct(Xs)
-        if self.grounded:
-            return self._grounded_batch(Xs)
         # a[j, v] = log p(x*_j | X_v): x* as child; b[j, u] = log p(X_u | x*_j): x* as parent
         log_a = gaussian_log_lik_matrix(Xs, X, self.B, self.Sigma)
         log_b = gaussian_log_lik_matrix(X, Xs, self.B, self.Sigma).T
@@ -233,15 +231,20 @@ class Predictive:
         m_a = log_a.max(axis=1)
         a = np.exp(log_a - m_a[:, None])
         rel_b = log_b - self.m[None, :]  # log of b~_u = b_u / e^{m_u} (row u's scale)
-        R = -a
-        R[:, c] = 0.0
-        RG = R @ G  # the O(T^2) part, batched as one matrix product
-        sum_a = a.sum(axis=1)
         out = np.empty(n)
-        scale = np.log(np.maximum(self.diagG, 1.0))
-        low = m_a + np.log(sum_a)  # x* a leaf: exact lower bound
-        with _single_thread():  # small LUs: BLAS threads only add synchronisation cost
-            direct = self._score_loop(out, n, rel_b, scale, low, sum_a, RG, G, c, m_a, log_rho_new)
+        if self.grounded:
+            aH = a[:, self._ground["idx"]] @ self._ground["H"]  # the O(T^2) part, one product for the batch
+            with _single_thread():  # small LUs, as below
+                direct = self._grounded_loop(out, a, aH, m_a, rel_b, log_rho_new)
+        else:
+            R = -a
+            R[:, c] = 0.0
+            RG = R @ G  # the O(T^2) part, batched as one matrix product
+            sum_a = a.sum(axis=1)
+            scale = np.log(np.maximum(self.diagG, 1.0))
+            low = m_a + np.log(sum_a)  # x* a leaf: exact lower bound
+            with _single_thread():  # small LUs: BLAS threads only add synchronisation cost
+                direct = self._score_loop(out, n, rel_b, scale, low, sum_a, RG, G, c, m_a, log_rho_new)
         out = out + self._const
         if direct:
             self.n_direct += len(direct)
@@ -294,8 +297,10 @@ class Predictive:
             out[j] = val
         return direct
 
-    def _grounded_batch(self, Xs) -> np.ndarray:
-        """Scores from the grounded inverse (docs/derivations-outtree.md section 13).
+    def _grounded_loop(self, out, a, aH, m_a, rel_b, log_rho_new) -> list[int]:
+        """Scores from the grounded inverse into ``out`` (without the constant ``_const``);
+        returns the rows left to the direct path (docs/derivations-outtree.md section 13).
+        ``aH`` is ``a[:, idx] @ H``, the batch's parent weights (without ``c``) times ``H``.
 
         With ``A = M + diag(b~)`` on the support, ``alpha`` the new point's parent weights
         without ``c`` and ``gamma`` the weights from ``c``, the all-roots total of the
@@ -313,101 +318,88 @@ class Predictive:
         g = self._ground
         H, idx, rho = g["H"], g["idx"], g["rho"]
         c, T = self.c, self.X.shape[0]
-        n = Xs.shape[0]
-        log_a = gaussian_log_lik_matrix(Xs, self.X, self.B, self.Sigma)
-        log_b = gaussian_log_lik_matrix(self.X, Xs, self.B, self.Sigma).T
-        log_rho_new = self.root.log_predictive(Xs) - self.shift
-        m_a = log_a.max(axis=1)
-        a = np.exp(log_a - m_a[:, None])
-        rel_b = log_b - self.m[None, :]
         alpha = a[:, idx]
-        aH = alpha @ H  # the O(T^2) part, one matrix product for the batch
-        out = np.empty(n)
         direct = []
-        with _single_thread():
-            for j in range(n):
-                keep = _support(rel_b[j] + g["log_h"])
-                self.support_sizes.append(keep.size)
-                if rel_b[j].max() > _GROUNDED_MAX_LOG_B or 2 * keep.size > T:  # overflow; or no faster
+        for j in range(a.shape[0]):
+            keep = _support(rel_b[j] + g["log_h"])
+            self.support_sizes.append(keep.size)
+            if rel_b[j].max() > _GROUNDED_MAX_LOG_B or 2 * keep.size > T:  # overflow; or no faster
+                direct.append(j)
+                continue
+            b_c = float(np.exp(rel_b[j, c])) if np.any(keep == c) else 0.0
+            K = keep[keep != c]
+            kk = K - (K > c)  # their places in H (row and column c removed)
+            bK = np.exp(rel_b[j, K])
+            HKK = H[np.ix_(kk, kk)]
+            # the four differences u'H y - (u'H)_K C^-1 D (H y)_K: three right-hand sides
+            Y = np.column_stack([np.ones(kk.size), g["H_rho"][kk], HKK @ bK])
+            bases = [(a[j, c], float(alpha[j].sum()), aH[j, kk], 0),  # d (H gamma = 1)
+                     (0.0, g["bcH_rho"], g["bcH"][kk], 1),  # e1
+                     (0.0, float(g["bcH"][kk] @ bK), g["bcH"][kk], 2),  # e2
+                     (0.0, float(aH[j] @ rho), aH[j, kk], 1)]  # e3
+            logdet_c = 0.0
+            if kk.size:
+                # row u of C = I + D H_KK divided by max(1, b~_u): rows of size one, so that
+                # partial pivoting keeps the small components (unscaled rows up to e^28 lost them)
+                w_eq = 1.0 / np.maximum(bK, 1.0) if _GROUNDED_EQUILIBRATE else np.ones(kk.size)
+                C = (bK * w_eq)[:, None] * HKK
+                C[np.arange(kk.size), np.arange(kk.size)] += w_eq
+                lu, piv, info = scipy.linalg.lapack.dgetrf(C, overwrite_a=False)
+                if info != 0 or _det_negative(lu, piv):
                     direct.append(j)
                     continue
-                b_c = float(np.exp(rel_b[j, c])) if np.any(keep == c) else 0.0
-                K = keep[keep != c]
-                kk = K - (K > c)  # their places in H (row and column c removed)
-                bK = np.exp(rel_b[j, K])
-                HKK = H[np.ix_(kk, kk)]
-                # the four differences u'H y - (u'H)_K C^-1 D (H y)_K: three right-hand sides
-                Y = np.column_stack([np.ones(kk.size), g["H_rho"][kk], HKK @ bK])
-                bases = [(a[j, c], float(alpha[j].sum()), aH[j, kk], 0),  # d (H gamma = 1)
-                         (0.0, g["bcH_rho"], g["bcH"][kk], 1),  # e1
-                         (0.0, float(g["bcH"][kk] @ bK), g["bcH"][kk], 2),  # e2
-                         (0.0, float(aH[j] @ rho), aH[j, kk], 1)]  # e3
-                logdet_c = 0.0
+                logdet_c = float(np.sum(np.log(np.abs(np.diag(lu)))) - np.sum(np.log(w_eq)))
+                Z = (bK * w_eq)[:, None] * Y
+                Xsol = scipy.linalg.lapack.dgetrs(lu, piv, Z)[0]
+                # two steps of iterative refinement with the residual in extended precision: the
+                # second correction estimates the error left after the first; a refinement that
+                # does not shrink the correction has stalled (the point goes to the direct path)
+                Cl = C.astype(np.longdouble)
+                steps = []
+                for _ in range(2):
+                    res = (Z - Cl @ Xsol.astype(np.longdouble)).astype(float)
+                    delta = scipy.linalg.lapack.dgetrs(lu, piv, res)[0]
+                    Xsol += delta
+                    steps.append(float(np.max(np.abs(delta))))
+                if not (np.all(np.isfinite(Xsol)) and (steps[1] <= 0.5 * steps[0]
+                                                       or steps[1] <= 1e3 * _EPS * float(np.max(np.abs(Xsol))))):
+                    direct.append(j)
+                    continue
+            vals, errs = [], []
+            ok = True
+            for extra, base, uK, col in bases:
                 if kk.size:
-                    # row u of C = I + D H_KK divided by max(1, b~_u): rows of size one, so that
-                    # partial pivoting keeps the small components (unscaled rows up to e^28 lost them)
-                    w_eq = 1.0 / np.maximum(bK, 1.0) if _GROUNDED_EQUILIBRATE else np.ones(kk.size)
-                    C = (bK * w_eq)[:, None] * HKK
-                    C[np.arange(kk.size), np.arange(kk.size)] += w_eq
-                    lu, piv, info = scipy.linalg.lapack.dgetrf(C, overwrite_a=False)
-                    if info != 0 or _det_negative(lu, piv):
-                        direct.append(j)
-                        continue
-                    logdet_c = float(np.sum(np.log(np.abs(np.diag(lu)))) - np.sum(np.log(w_eq)))
-                    Z = (bK * w_eq)[:, None] * Y
-                    Xsol = scipy.linalg.lapack.dgetrs(lu, piv, Z)[0]
-                    # two steps of iterative refinement with the residual in extended precision: the
-                    # second correction estimates the error left after the first; a refinement that
-                    # does not shrink the correction has stalled (the point goes to the direct path)
-                    Cl = C.astype(np.longdouble)
-                    steps = []
-                    for _ in range(2):
-                        res = (Z - Cl @ Xsol.astype(np.longdouble)).astype(float)
-                        delta = scipy.linalg.lapack.dgetrs(lu, piv, res)[0]
-                        Xsol += delta
-                        steps.append(float(np.max(np.abs(delta))))
-                    if not (np.all(np.isfinite(Xsol)) and (steps[1] <= 0.5 * steps[0]
-                                                           or steps[1] <= 1e3 * _EPS * float(np.max(np.abs(Xsol))))):
-                        direct.append(j)
-                        continue
-                vals, errs = [], []
-                ok = True
-                for extra, base, uK, col in bases:
-                    if kk.size:
-                        corr = float(uK @ Xsol[:, col])
-                        # rounding: base sums T non-negative terms, corr k terms of either sign
-                        err = (_EPS * (extra + math.sqrt(T) * base + kk.size * float(np.abs(uK) @ np.abs(Xsol[:, col])))
-                               + float(np.abs(uK) @ np.abs(delta[:, col])))
-                    else:
-                        corr, err = 0.0, _EPS * (extra + math.sqrt(T) * base)
-                    v = extra + base - corr
-                    if not (np.isfinite(v) and v >= -err):
-                        ok = False
-                        break
-                    vals.append(max(v, 0.0))
-                    errs.append(err)
-                if not ok:
-                    direct.append(j)
-                    continue
-                dd, e1, e2, e3 = vals
-                # the bracket d (rho_c + e1) + (e2 + b_c)(e3 + rho*) and its first-order error, all
-                # divided by e^s so that rho* = e^{log rho* - m_a} cannot overflow
-                log_rho_new_j = log_rho_new[j] - m_a[j]
-                sft = max(0.0, log_rho_new_j)
-                rho_s = np.exp(log_rho_new_j - sft)
-                f = np.exp(-sft)
-                inner = (dd * (self.rho_scaled[c] + e1) + (e2 + b_c) * e3) * f + (e2 + b_c) * rho_s
-                err_inner = ((errs[0] * (self.rho_scaled[c] + e1) + (dd + errs[0]) * errs[1] + errs[2] * e3
-                              + (e2 + b_c + errs[2]) * errs[3]) * f + errs[2] * rho_s)
-                if not (np.isfinite(inner) and inner > 0.0 and err_inner <= _GROUNDED_REL_ERR * inner):
-                    direct.append(j)
-                    continue
-                inner_log = sft + np.log(inner)
-                out[j] = logdet_c + inner_log - np.log(g["sigma"]) + m_a[j] + self._const
-        if direct:
-            self.n_direct += len(direct)
-            out[direct] = self.log_ratio_direct(Xs[direct])
-        return out
+                    corr = float(uK @ Xsol[:, col])
+                    # rounding: base sums T non-negative terms, corr k terms of either sign
+                    err = (_EPS * (extra + math.sqrt(T) * base + kk.size * float(np.abs(uK) @ np.abs(Xsol[:, col])))
+                           + float(np.abs(uK) @ np.abs(delta[:, col])))
+                else:
+                    corr, err = 0.0, _EPS * (extra + math.sqrt(T) * base)
+                v = extra + base - corr
+                if not (np.isfinite(v) and v >= -err):
+                    ok = False
+                    break
+                vals.append(max(v, 0.0))
+                errs.append(err)
+            if not ok:
+                direct.append(j)
+                continue
+            dd, e1, e2, e3 = vals
+            # the bracket d (rho_c + e1) + (e2 + b_c)(e3 + rho*) and its first-order error, all
+            # divided by e^s so that rho* = e^{log rho* - m_a} cannot overflow
+            log_rho_new_j = log_rho_new[j] - m_a[j]
+            sft = max(0.0, log_rho_new_j)
+            rho_s = np.exp(log_rho_new_j - sft)
+            f = np.exp(-sft)
+            inner = (dd * (self.rho_scaled[c] + e1) + (e2 + b_c) * e3) * f + (e2 + b_c) * rho_s
+            err_inner = ((errs[0] * (self.rho_scaled[c] + e1) + (dd + errs[0]) * errs[1] + errs[2] * e3
+                          + (e2 + b_c + errs[2]) * errs[3]) * f + errs[2] * rho_s)
+            if not (np.isfinite(inner) and inner > 0.0 and err_inner <= _GROUNDED_REL_ERR * inner):
+                direct.append(j)
+                continue
+            inner_log = sft + np.log(inner)
+            out[j] = logdet_c + inner_log - np.log(g["sigma"]) + m_a[j]
+        return direct
 
     def log_ratio_direct(self, Xnew: np.ndarray) -> np.ndarray:
         """Reference: ``log p_{T+1} - log p_T`` from two all-roots log-partitions
