@@ -893,7 +893,7 @@ def test_grounded_inverse_matches_a_high_precision_inverse():
     to e^26), grounded at the fit's column and at node 0 (the 60 points: at node 0). Control: an LU inverse of the
     60-point matrix is off by more than 1e-8 relative (measured 6e-5)."""
     mp = pytest.importorskip("mpmath")
-    from chefs.outtree.matrix_tree import grounded_inverse
+    from chefs.outtree.matrix_tree import _minor, grounded_inverse
 
     rng = np.random.default_rng(0)
     X1 = np.vstack([rng.normal(scale=0.3, size=(15, 1)), [[3.0]]])
@@ -913,13 +913,13 @@ def test_grounded_inverse_matches_a_high_precision_inverse():
                 exact = np.array([[float(Hm[a, b]) for b in range(n)] for a in range(n)])
             assert np.all(exact > 0)
             np.testing.assert_allclose(H, exact, rtol=1e-12, atol=0)
-    M = (np.diag(P.Bn.sum(axis=1)) - P.Bn)[np.ix_(idx, idx)]
+    M, _ = _minor(P.Bn, 0)  # the grounded Laplacian
     assert np.max(np.abs(np.linalg.inv(M) - exact) / exact) > 1e-8  # the control (c = 0, 60 points)
     # more than one block of the elimination (128 nodes): well-conditioned weights, against an LU inverse
     Bw = np.random.default_rng(2).uniform(0.2, 1.0, size=(300, 300))
     np.fill_diagonal(Bw, 0.0)
     H, idx = grounded_inverse(Bw, 7)
-    M = (np.diag(Bw.sum(axis=1)) - Bw)[np.ix_(idx, idx)]
+    M, _ = _minor(Bw, 7)
     np.testing.assert_allclose(H, np.linalg.inv(M), rtol=1e-10, atol=0)
 
 
@@ -930,6 +930,7 @@ def test_grounded_path_matches_the_direct_path(monkeypatch):
     caught: the LU's bordered update on the same fit (max error 3.7e-3), the grounded
     formula without its error guard (6.4e-3), and with H from a plain LU inverse (1.1e-6)."""
     from chefs.outtree import predictive as pr
+    from chefs.outtree.matrix_tree import _minor
 
     X, B, S, xs = _grounded_toy()
     P = Predictive(X, B, S, NIW.from_data(X))
@@ -950,8 +951,8 @@ def test_grounded_path_matches_the_direct_path(monkeypatch):
     assert error(_GROUNDED_REL_ERR=np.inf) > 1e-4  # no guard
 
     def plain_inverse(Bn, c):
-        idx = np.concatenate([np.arange(c), np.arange(c + 1, Bn.shape[0])])
-        return np.linalg.inv((np.diag(Bn.sum(axis=1)) - Bn)[np.ix_(idx, idx)]), idx
+        M, idx = _minor(Bn, c)
+        return np.linalg.inv(M), idx
 
     assert error(grounded_inverse=plain_inverse) > 1e-7
 
