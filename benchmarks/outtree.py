@@ -19,10 +19,16 @@ Reports
    elimination scaled by ``2^gth_scale_exponent(T)`` (shipped) and unscaled (the
    old code, whose floor-level products went subnormal), on the fit of Table 1's
    seed-0 out-tree cell of each data set, in one run, with the largest difference of the two paths' log ratios
-   (docs/derivations-outtree.md section 12).
+   (docs/derivations-outtree.md section 12);
+7. with ``--tails``, seconds per point of the direct path on Table 1's weakly coupled
+   out-tree fits (``--cells cloud:0,abalone:1,...``, each cell's own split and subsample),
+   in one run and on one BLAS thread: as at stop 36 (every ``log Z_r`` by the column-wise
+   back substitution, then summed), the whole elimination with the row-wise root-weighted
+   total, and with the eliminated tails of section 14 (the default); with the number of
+   nodes left per point and the largest difference from the stop-36 path.
 
 Usage: CHEFS_DATA=/work/shared/data python benchmarks/outtree.py [--repeats 3] [--all] [--direct]
-       [--subnormal [--datasets cloud,abalone,...]]
+       [--subnormal [--datasets cloud,abalone,...]] [--tails [--cells cloud:0,...]]
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import numpy as np
 from chefs.datasets import load_split
 from chefs.evaluation import hellinger
 from chefs.outtree import MNIW, NIW, OutTree
+from chefs.outtree.gaussian import gaussian_log_lik_matrix
 from chefs.outtree.vb import init_state, vb_step
 
 
@@ -137,6 +144,61 @@ def subnormal(datasets, repeats: int, T: int = 1000, points: int = 6) -> None:
               f"max |log ratio difference| {diff:.1e}  weak points {int(P.weak.sum())}", flush=True)
 
 
+def _table1_fit(name: str, seed: int, T: int = 1000):
+    """The out-tree fit of Table 1's (name, seed) cell: its training split, its subsample of
+    at most T points (the cell's own stream), and its test points (standardised)."""
+    from chefs.bench.table1 import FULL, MODELS, _training_split
+
+    train, test = _training_split(name, seed, FULL)
+    rng = np.random.default_rng([seed, 1, 2 + MODELS.index("outtree")])
+    tr = train if train.shape[0] <= T else train[rng.choice(train.shape[0], T, replace=False)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        model = OutTree(normalizer_samples=2).fit(tr, rng=0)
+    return model, model._standardise(test)
+
+
+def tails(cells, repeats: int, points: int = 8) -> None:
+    """The direct path three ways on the fits of weakly coupled Table 1 cells (section 14)."""
+    from scipy.special import logsumexp
+    from threadpoolctl import threadpool_limits
+
+    from chefs.outtree import matrix_tree
+    from chefs.outtree import predictive as pr
+
+    def stop36_total(B, m, log_rho):  # every log Z_r, then their sum against the root weights
+        return float(logsumexp(log_rho + matrix_tree.log_partition_all_roots_scaled(B, m)))
+
+    print(f"direct path, seconds per point ({points} test points, median of {repeats}, 1 BLAS thread)",
+          flush=True)
+    for cell in cells:
+        name, seed = cell.split(":")
+        with threadpool_limits(limits=1, user_api="blas"):
+            model, xs = _table1_fit(name, int(seed))
+            P = model._pred
+            xs = xs[:points]
+            times, values = {}, {}
+            shipped = pr.log_total_all_roots_scaled
+            for label, prefix, total in (("stop 36", False, stop36_total), ("row-wise total", False, shipped),
+                                         ("eliminated tails", True, shipped)):
+                pr.log_total_all_roots_scaled = total
+                try:
+                    Q = pr.Predictive(P.X, P.B, P.Sigma, P.root, root_hint=P.c, direct_threads=1,
+                                      prefix_direct=prefix)
+                    values[label] = Q.log_ratio_direct(xs)  # also builds the tails
+                    times[label] = [_timed(Q.log_ratio_direct, xs) / points for _ in range(repeats)]
+                finally:
+                    pr.log_total_all_roots_scaled = shipped
+            log_b = gaussian_log_lik_matrix(Q.X, xs, Q.B, Q.Sigma)
+            left = [min(t.checkpoint(log_b[:, j] - Q.m <= matrix_tree.LOG_FLOOR) for t in Q._prefix) - 1
+                    for j in range(points)]
+        base = np.median(times["stop 36"])
+        cols = "  ".join(f"{k} {np.median(v):.4f} s ({base / np.median(v):.1f}x)" for k, v in times.items())
+        diff = max(np.max(np.abs(values[k] - values["stop 36"])) for k in values)
+        print(f"  {name}:{seed} T={P.X.shape[0]} weak={bool(P.all_direct)}  {cols}  nodes left: median "
+              f"{int(np.median(left))}  max |difference| {diff:.1e}", flush=True)
+
+
 def _timed(f, x) -> float:
     t0 = time.perf_counter()
     f(x)
@@ -153,7 +215,14 @@ def main() -> None:
                     help="only time the direct path with and without the elimination's power-of-two scale")
     ap.add_argument("--datasets", default="cloud,abalone,wine,yeast,pinwheel",
                     help="data sets for --subnormal (comma-separated)")
+    ap.add_argument("--tails", action="store_true",
+                    help="only time the direct path with and without its eliminated tails (section 14)")
+    ap.add_argument("--cells", default="cloud:0,abalone:1,pinwheel:0,wine:1,yeast:1",
+                    help="Table 1 (data set:seed) cells for --tails (comma-separated)")
     args = ap.parse_args()
+    if args.tails:
+        tails([c for c in args.cells.split(",") if c], args.repeats)
+        return
     if args.subnormal:
         subnormal([d for d in args.datasets.split(",") if d], args.repeats)
         return

@@ -132,7 +132,7 @@ def _left_null_log(B, log_pivot):  # pragma: no cover - compiled
     return log_w
 
 
-def _gth_eliminate(B, log_pivot, block: int = 128, scale_exp: int = 0):
+def _gth_eliminate(B, log_pivot, block: int = 128, scale_exp: int = 0, on_block=None):
     """In-place blocked GTH elimination of nodes n-1, ..., 1 of the Laplacian.
 
     ``B`` holds the weights times ``2^scale_exp`` (see :func:`gth_scale_exponent`);
@@ -144,7 +144,9 @@ def _gth_eliminate(B, log_pivot, block: int = 128, scale_exp: int = 0):
     step (the within-block GTH sweep, the triangular solve and the matrix
     product) adds non-negative numbers only. Afterwards ``log_pivot[k]`` holds
     the log pivots and ``B[i, k]`` (``i < k``) the reduced weight of edge
-    ``k -> i`` at the moment node ``k`` was eliminated.
+    ``k -> i`` at the moment node ``k`` was eliminated. ``on_block(lo, pivot)``, if
+    given, is called each time nodes ``lo, ..., n - 1`` are gone (``B[:lo, :lo]``
+    then holds the Schur complement on the nodes left); returns the pivots.
     """
     n = B.shape[0]
     pivot = np.zeros(n)
@@ -164,7 +166,10 @@ def _gth_eliminate(B, log_pivot, block: int = 128, scale_exp: int = 0):
                                               check_finite=False).T
             B[:lo, lo:hi] = F * s
             B[:lo, :lo] += F @ B[lo:hi, :lo]
+        if on_block is not None:
+            on_block(lo, pivot)
         hi = lo
+    return pivot
 
 
 def log_partition_all_roots(log_beta) -> np.ndarray:
@@ -222,6 +227,80 @@ def _eliminate_scaled(B) -> np.ndarray:
     _gth_eliminate(B, log_pivot, scale_exp=e)  # log_pivot: the unscaled pivots' logs
     B *= 2.0 ** -e  # exact: the reduced weights the back substitution reads are >= the floor
     return log_pivot
+
+
+@numba.njit(cache=True, nogil=True)
+def _back_y(B, log_pivot, log_rt, scale_log, log_y):  # pragma: no cover - compiled
+    """``log sum_r rt_r w_r``, ``w`` the left null vector of the eliminated Laplacian with
+    ``w_0 = 1`` (the back substitution of :func:`_left_null_log`, summed against ``rt``).
+
+    ``B`` holds the reduced weights times ``e^scale_log`` (an exact power of two), as
+    :func:`_gth_eliminate` leaves them, ``log_pivot`` the logs of the unscaled pivots and
+    ``log_rt`` the logs of ``rt``. With ``U`` the upper triangle of the elimination
+    (``U_kk = s_k``, ``U_ik = -B_ik``), ``w_{1:}^T = B_{0,1:} U_{1:,1:}^{-1}``, so the sum is
+    ``rt_0 + B_{0,1:} y`` with ``y_k = (rt_k + sum_{j>k} B_kj y_j) / s_k`` from ``k = n - 1``
+    down: one pass over the rows (contiguous) instead of the columns, additions only.
+    ``log_y[k]`` gets ``log y_k`` (``k >= 1``). ``t_j = y_j e^{-M}`` is kept against the
+    running maximum ``M`` of ``log y``; a term it drops (below ``e^-745`` of the maximum) is
+    below ``n e^-45`` of its row's sum, which is at least a scaled floor weight.
+    """
+    n = B.shape[0]
+    t = np.zeros(n)
+    big = -np.inf
+    for k in range(n - 1, -1, -1):
+        acc = 0.0
+        for j in range(k + 1, n):
+            acc += B[k, j] * t[j]
+        lv = log_rt[k]
+        if acc > 0.0:
+            ls = big + math.log(acc) - scale_log
+            if lv == -np.inf:
+                lv = ls
+            elif ls > lv:
+                lv = ls + math.log1p(math.exp(lv - ls))
+            else:
+                lv = lv + math.log1p(math.exp(ls - lv))
+        if k == 0:
+            return lv
+        ly = lv - log_pivot[k]
+        log_y[k] = ly
+        if ly > big:
+            if big > -np.inf:
+                f = math.exp(big - ly)
+                for j in range(k + 1, n):
+                    t[j] *= f
+            big = ly
+        t[k] = math.exp(ly - big)
+    return -np.inf
+
+
+def _log_weighted_total(B, log_pivot, log_rt, scale_log) -> float:
+    """``log sum_r rt_r w_r`` of an eliminated Laplacian (:func:`_back_y`)."""
+    return float(_back_y(B, log_pivot, log_rt, scale_log, np.empty(B.shape[0])))
+
+
+def _log_y(B, log_pivot, log_rt, scale_log) -> np.ndarray:
+    """``log y_k`` of :func:`_back_y` for every node ``k >= 1`` (entry 0 unused)."""
+    log_y = np.full(B.shape[0], -np.inf)
+    _back_y(B, log_pivot, log_rt, scale_log, log_y)
+    return log_y
+
+
+def log_total_all_roots_scaled(B, m, log_rho) -> float:
+    """``log sum_r rho_r Z_r`` from row-normalised weights ``B`` (overwritten) and their row
+    log-scales ``m``: :func:`log_partition_all_roots_scaled` summed against the root weights,
+    without forming every ``log Z_r`` (``log Z_r = log Z_0 + log w_r + sum(m) - m_r``, so the
+    total is ``log Z_0 + sum(m) + log sum_r rho_r e^{-m_r} w_r``)."""
+    B = np.ascontiguousarray(B)
+    n = B.shape[0]
+    e = gth_scale_exponent(n)
+    B *= 2.0 ** e
+    log_pivot = np.zeros(n)
+    _gth_eliminate(B, log_pivot, scale_exp=e)
+    if not np.all(np.isfinite(log_pivot)):
+        raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
+    rest = _log_weighted_total(B, log_pivot, np.asarray(log_rho, float) - m, e * math.log(2.0))
+    return float(log_pivot[1:].sum() + m.sum() + rest)
 
 
 def log_partition_all_roots_scaled(B, m) -> np.ndarray:

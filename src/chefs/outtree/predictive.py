@@ -32,8 +32,9 @@ import scipy.linalg
 from scipy.special import logsumexp
 
 from .gaussian import NIW, gaussian_log_lik_matrix
-from .matrix_tree import (LOG_FLOOR, grounded_inverse, koo_matrix, log_partition_all_roots,
-                          log_partition_all_roots_scaled, root_mixture, scaled_root_column)
+from .matrix_tree import (LOG_FLOOR, _gth_eliminate, _log_weighted_total, _log_y, grounded_inverse, gth_scale_exponent,
+                          koo_matrix, log_partition_all_roots, log_total_all_roots_scaled, root_mixture,
+                          scaled_root_column)
 
 __all__ = ["Predictive"]
 
@@ -155,6 +156,7 @@ class Predictive:
         self.support_sizes: list[int] = []  # k of the last scored batch (diagnostics)
         self._bridge_cache = None
         self._direct_base = None  # log total of the T training points (direct path)
+        self._prefix = None  # the eliminated tails of the direct path (sec. 14), built on first use
         if int(self.direct_threads) != self.direct_threads or self.direct_threads < 0:
             raise ValueError(f"direct_threads must be a non-negative integer, got {self.direct_threads!r}")
         if not (0.0 <= self.bridge_weight and 0.0 < self.broad_weight
@@ -403,36 +405,45 @@ class Predictive:
 
     def log_ratio_direct(self, Xnew: np.ndarray) -> np.ndarray:
         """Reference: ``log p_{T+1} - log p_T`` from two all-roots log-partitions
-        (docs/derivations-outtree.md sections 6 and 10).
+        (docs/derivations-outtree.md sections 6, 10 and 14).
 
-        O(T^3) per point (a subtraction-free GTH elimination of the (T+1)-node
-        problem), exact however weakly the training points are coupled. The
-        T-node normalised weights are reused, so only x*'s row and column are new;
-        the points are spread over ``direct_threads`` threads (the elimination
-        kernels release the GIL).
+        O(T^3) per point at most (a subtraction-free GTH elimination of the (T+1)-node
+        problem), exact however weakly the training points are coupled. The training
+        points that the new point cannot parent (their weight from it at the floor) are
+        eliminated once per fit, in two orders along the data's first principal axis,
+        and only the rest per point (section 14; ``prefix_direct=False``: every point
+        from scratch). The points are spread over ``direct_threads`` threads (the
+        elimination kernels release the GIL).
         """
         Xnew = np.atleast_2d(np.asarray(Xnew, float))
         if self._direct_base is None:
-            # only the totals are needed: no edge marginals (2-3x the cost)
-            self._direct_base = float(logsumexp(self.log_rho + log_partition_all_roots_scaled(self.Bn.copy(),
-                                                                                               self.m)))
+            self._direct_base = log_total_all_roots_scaled(self.Bn.copy(), self.m, self.log_rho)
+        if self.prefix_direct and self._prefix is None:
+            self._prefix = [_EliminatedTail(self, order) for order in _principal_orders(self.X)]
         log_rho_new = self.root.log_predictive(Xnew)
         n = Xnew.shape[0]
         workers = min(n, self.direct_threads or _available_cores())
+        total = self._direct_total if self.prefix_direct else self._direct_total_full
         with _single_thread():  # one BLAS thread per worker
             if workers > 1:
                 with ThreadPoolExecutor(max_workers=workers) as ex:
-                    totals = list(ex.map(self._direct_total, Xnew, log_rho_new))
+                    totals = list(ex.map(total, Xnew, log_rho_new))
             else:
-                totals = [self._direct_total(x, lr) for x, lr in zip(Xnew, log_rho_new)]
+                totals = [total(x, lr) for x, lr in zip(Xnew, log_rho_new)]
         return np.asarray(totals) - self._direct_base + self._const
 
-    def _direct_total(self, x, log_rho_x) -> float:
-        """``log sum_r rho_r Z_r`` of the training points plus ``x`` (GTH, O(T^3))."""
-        T = self.X.shape[0]
+    def _new_weights(self, x):
+        """``x``'s weights: ``log_a[v]`` (x a child of v), ``log_b[u]`` (x a parent of u)."""
         x2 = x[None, :]
-        log_a = gaussian_log_lik_matrix(x2, self.X, self.B, self.Sigma)[0]  # x as child of v
-        log_b = gaussian_log_lik_matrix(self.X, x2, self.B, self.Sigma)[:, 0]  # x as parent of u
+        log_a = gaussian_log_lik_matrix(x2, self.X, self.B, self.Sigma)[0]
+        log_b = gaussian_log_lik_matrix(self.X, x2, self.B, self.Sigma)[:, 0]
+        return log_a, log_b
+
+    def _direct_total_full(self, x, log_rho_x) -> float:
+        """``log sum_r rho_r Z_r`` of the training points plus ``x``: one GTH elimination of
+        all ``T + 1`` nodes (O(T^3); the reference of :meth:`_direct_total`)."""
+        T = self.X.shape[0]
+        log_a, log_b = self._new_weights(x)
         M = np.empty((T + 1, T + 1))
         M[:T, :T] = self.Bn
         m_new = np.maximum(self.m, log_b)
@@ -444,8 +455,15 @@ class Predictive:
         m_a = float(log_a.max())
         M[T, :T] = np.exp(np.maximum(log_a - m_a, LOG_FLOOR))
         M[T, T] = 0.0
-        lz = log_partition_all_roots_scaled(M, np.append(m_new, m_a))
-        return float(logsumexp(np.append(self.log_rho, log_rho_x) + lz))
+        return log_total_all_roots_scaled(M, np.append(m_new, m_a), np.append(self.log_rho, log_rho_x))
+
+    def _direct_total(self, x, log_rho_x) -> float:
+        """:meth:`_direct_total_full` with the training points ``x`` cannot parent
+        eliminated once per fit (the order of the two whose eliminated tail is longest)."""
+        log_a, log_b = self._new_weights(x)
+        at_floor = log_b - self.m <= LOG_FLOOR
+        tail = min(self._prefix, key=lambda t: t.checkpoint(at_floor))
+        return tail.total(log_a, log_b, log_rho_x, at_floor)
 
     def log_beta_finite(self, Y):
         lb = gaussian_log_lik_matrix(Y, Y, self.B, self.Sigma)
@@ -548,6 +566,9 @@ class Predictive:
     # True (default): a fit whose LU flags a weakly coupled point but whose grounded inverse
     # does not is scored by the grounded path (sec. 13). False: by the direct path (controls)
     use_grounded: bool = True
+    # True (default): the direct path eliminates the training points a new point cannot parent
+    # once per fit (sec. 14). False: every point from scratch (the reference; tests)
+    prefix_direct: bool = True
 
     def estimate_normalizer(self, n: int, rng: np.random.Generator) -> tuple[float, float]:
         """Importance-sampling estimate of ``log int ratio(x) dx`` and its standard error
@@ -630,3 +651,159 @@ def _isir_chain(Xs: np.ndarray, lw: np.ndarray, u: np.ndarray, n: int) -> np.nda
         if t >= steps - n:
             out[t - (steps - n)] = x
     return out
+
+
+# memory the eliminated tails of one order may hold (their Schur complements): the checkpoints
+# are spaced so that the snapshots fit
+_TAIL_BYTES = 128 * 2 ** 20
+_TAIL_MIN_STEP = 64
+
+
+def _principal_orders(X) -> list[np.ndarray]:
+    """The training points sorted along the first principal axis, both ways: the points far
+    from a new point along it are those it cannot parent, and the tail of an order is
+    eliminated first (sec. 14)."""
+    Xc = X - X.mean(axis=0)
+    axis = np.linalg.svd(Xc, full_matrices=False)[2][0]
+    order = np.argsort(Xc @ axis, kind="stable")
+    return [order, order[::-1].copy()]
+
+
+class _EliminatedTail:
+    """The direct path's elimination of the training points in one order, stopped at
+    checkpoints (docs/derivations-outtree.md section 14).
+
+    Node 0 is the new point ``x*``; node ``i >= 1`` is training point ``order[i - 1]``.
+    GTH eliminates nodes ``T, T - 1, ...`` first. A training node ``u`` whose weight from
+    ``x*`` is at the floor (``log b_u - m_u <= LOG_FLOOR``) has the same row and the same
+    column-0 entry (the floor) whatever ``x*`` is. So when every node from ``lo`` on is such a
+    node, eliminating them is done once here: the Schur complement on nodes ``0..lo-1``
+    (``snap[lo]``), the pivots, and the part of the root-weighted back substitution that
+    runs over the eliminated nodes. Per point only ``x*``'s own row and the rows of the
+    training points whose best parent ``x*`` becomes are swept through the eliminated blocks,
+    and the ``lo``-node rest is eliminated. Every step adds non-negative numbers.
+    """
+
+    def __init__(self, pred: "Predictive", order: np.ndarray):
+        T = pred.X.shape[0]
+        n = T + 1
+        self.order = order
+        self._m, self._Bn, self._log_rho = pred.m, pred.Bn, pred.log_rho
+        self.n = n
+        self.e = gth_scale_exponent(n)
+        self.scale = 2.0 ** self.e
+        self.floor = math.exp(LOG_FLOOR)
+        step = max(_TAIL_MIN_STEP, math.ceil(8.0 * n ** 3 / (3.0 * _TAIL_BYTES)))
+        M = np.empty((n, n))
+        M[0, :] = 0.0
+        M[1:, 1:] = pred.Bn[np.ix_(order, order)]
+        M[1:, 0] = self.floor
+        M *= self.scale
+        self.snap = {n: M.copy()}
+        self.blocks = []  # (lo, hi) in elimination order
+
+        def keep(lo, pivot):
+            hi = self.blocks[-1][0] if self.blocks else n
+            self.blocks.append((lo, hi))
+            if lo >= 2:
+                self.snap[lo] = M[:lo, :lo].copy()
+
+        self.log_pivot = np.zeros(n)
+        pivot = _gth_eliminate(M, self.log_pivot, block=step, scale_exp=self.e, on_block=keep)
+        if not np.all(np.isfinite(self.log_pivot[1:])):
+            raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
+        self.M = M  # reduced weights times 2^e
+        self.tri = {}  # the blocks' triangular factors
+        for lo, hi in self.blocks:
+            R = -np.tril(M[lo:hi, lo:hi], -1)
+            R[np.arange(hi - lo), np.arange(hi - lo)] = pivot[lo:hi]
+            self.tri[lo] = (R, pivot[lo:hi].copy())
+        # y_k = (rt_k + sum_{j>k} B_kj y_j) / s_k over the training nodes: node k's value uses
+        # nodes after k only, so one pass serves every checkpoint
+        self.log_rt = np.concatenate(([0.0], pred.log_rho[order] - pred.m[order]))
+        self.log_y = _log_y(M, self.log_pivot, self.log_rt, self.e * math.log(2.0))
+        self.checkpoints = np.array(sorted(self.snap), dtype=np.intp)
+        self.logz_tail = {}
+        self.log_rt_g = {}  # log(rt_i + g_i), g_i = sum_{j >= lo} B_ij y_j, for nodes i < lo
+        for lo in self.snap:
+            self.logz_tail[lo] = float(self.log_pivot[lo:].sum())
+            self.log_rt_g[lo] = np.logaddexp(self.log_rt[:lo], self._log_g(M[:lo, lo:], lo))
+
+    def _log_g(self, rows, lo) -> np.ndarray:
+        """``log sum_{j >= lo} rows[:, j - lo] y_j`` for reduced weights ``rows`` (times 2^e)."""
+        if lo >= self.n:
+            return np.full(rows.shape[0], -np.inf)
+        ly = self.log_y[lo:]
+        top = ly.max()
+        with np.errstate(divide="ignore"):
+            return np.log(rows @ np.exp(ly - top)) + top - self.e * math.log(2.0)
+
+    def checkpoint(self, at_floor) -> int:
+        """The first checkpoint ``lo`` from which every node is at the floor for this point."""
+        f = at_floor[self.order]
+        bad = np.flatnonzero(~f)
+        need = 1 + (bad[-1] + 1 if bad.size else 0)  # nodes >= need are at the floor
+        return int(self.checkpoints[np.searchsorted(self.checkpoints, max(need, 2))])
+
+    def total(self, log_a, log_b, log_rho_x, at_floor) -> float:
+        """``log sum_r rho_r Z_r`` of the training points plus ``x*``."""
+        lo = self.checkpoint(at_floor)
+        lb = log_b[self.order]
+        m_new = np.maximum(self._m[self.order], lb)
+        S = self.snap[lo].copy()
+        self._add_parent_column(S, lb[:lo - 1] - m_new[:lo - 1])
+        m_a = float(log_a.max())
+        rows, up = self._new_rows(log_a - m_a, log_b)
+        red = self._sweep(rows, lo)
+        S[0, :] = rows[0, :lo]
+        S[up, :] = rows[1:, :lo]
+        # root weights e^{-m} rho of the nodes left, plus what the eliminated nodes add (g)
+        log_rt = self.log_rt_g[lo].copy()
+        log_g = self._log_g(red, lo)
+        log_rt[0] = np.logaddexp(log_rho_x - m_a, log_g[0])
+        u = self.order[up - 1]
+        log_rt[up] = np.logaddexp(self._log_rho[u] - log_b[u], log_g[1:])
+        log_pivot = np.zeros(lo)
+        _gth_eliminate(S, log_pivot, scale_exp=self.e)
+        if not np.all(np.isfinite(log_pivot[1:])):
+            raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
+        rest = _log_weighted_total(S, log_pivot, log_rt, self.e * math.log(2.0))
+        return float(log_pivot[1:].sum() + self.logz_tail[lo] + m_new.sum() + m_a + rest)
+
+    def _add_parent_column(self, S, rel_b) -> None:
+        """Column 0 of the nodes left: ``x*``'s weight as their parent, ``rel_b = log b - m_new``
+        (the elimination above ``lo`` started from the floor there, and is linear in it)."""
+        S[1:, 0] += (np.exp(np.maximum(rel_b, LOG_FLOOR)) - self.floor) * self.scale
+
+    def _new_rows(self, rel_a, log_b):
+        """The rows that depend on ``x*`` (times 2^e, in node order): its own (``rel_a = log a -
+        m_a``), and those of the training points whose best parent it becomes (their row scale
+        moves to ``log b``); and those points' node indices."""
+        order = self.order
+        up = np.flatnonzero(log_b[order] > self._m[order]) + 1
+        rows = np.empty((1 + up.size, self.n))
+        rows[0, 0] = 0.0
+        rows[0, 1:] = np.exp(np.maximum(rel_a[order], LOG_FLOOR))
+        if up.size:
+            u = order[up - 1]
+            rows[1:, 1:] = np.maximum(self._Bn[np.ix_(u, order)] * np.exp(self._m[u] - log_b[u])[:, None],
+                                      self.floor)
+            rows[1:, 0] = 1.0
+            rows[np.arange(1, 1 + up.size), up] = 0.0
+        rows *= self.scale
+        return rows, up
+
+    def _sweep(self, rows, lo) -> np.ndarray:
+        """Eliminate nodes ``lo..n-1`` from ``rows`` (in place) with the stored blocks, as the
+        elimination would have; returns the rows' reduced weights on those nodes."""
+        red = np.empty((rows.shape[0], self.n - lo))
+        M = self.M
+        for blo, bhi in self.blocks:
+            if blo < lo:
+                break
+            R, piv = self.tri[blo]
+            F = scipy.linalg.solve_triangular(R, rows[:, blo:bhi].T, trans="T", lower=True,
+                                              check_finite=False).T
+            red[:, blo - lo:bhi - lo] = F * piv
+            rows[:, :blo] += F @ M[blo:bhi, :blo]
+        return red
