@@ -175,7 +175,8 @@ def test_root_weighted_total_matches_enumeration_and_all_roots():
     joined by e^-690), and the all-roots log-partition summed against the root weights on
     the floor-heavy problem. Control: the same pass over the columns (the transposed
     elimination) is off by more than 0.05 nats on each enumerated problem with n >= 3
-    (measured 0.096 to 2.47; the shipped pass agrees to 1e-12)."""
+    (measured 0.096 to 2.47; the shipped pass agrees to 1e-12). And a chain whose stored
+    weights would overflow a plain sum (+inf before the sum was scaled, at n = 300)."""
     rng = np.random.default_rng(31)
     problems = [_random_problem(rng, n) for n in range(2, 7)]
     lb, lr = _random_problem(rng, 6, spread=1.0)
@@ -199,6 +200,17 @@ def test_root_weighted_total_matches_enumeration_and_all_roots():
     B, m = mt.normalized_weights(lb)
     assert mt.log_total_all_roots_scaled(B, m, lr) == pytest.approx(logsumexp(lr + log_partition_all_roots(lb)),
                                                                     rel=1e-12)
+    # a chain (each node's best parent the one before) whose first node is as likely under every
+    # parent: a row's stored reduced weights add up to about n^2 2^e, beyond the double range
+    # unless each product is scaled down (a review's case: +inf at n = 300 before)
+    n = 300
+    B = np.full((n, n), np.exp(mt.LOG_FLOOR))
+    B[np.arange(1, n), np.arange(n - 1)] = 1.0
+    B[0, :] = 1.0
+    np.fill_diagonal(B, 0.0)
+    lb = np.log(np.where(B > 0.0, B, 1.0))  # the diagonal is ignored
+    expected = logsumexp(log_partition_all_roots(lb))
+    assert mt.log_total_all_roots_scaled(B, np.zeros(n), np.zeros(n)) == pytest.approx(expected, rel=1e-12)
 
 def test_all_roots_matches_single_root_large():
     rng = np.random.default_rng(3)
@@ -908,10 +920,15 @@ def test_direct_path_eliminated_tails_match_the_full_elimination(monkeypatch):
     (derivations-outtree section 14). On 40 points along a line with tight noise (most
     weights at the floor), with checkpoints every 4 nodes, every new point uses an eliminated
     tail (8 to 32 of the 40 nodes), one of them becomes the best parent of a training point,
-    and the scores equal the full elimination's to 1e-9 (measured 5e-13). Controls, each off
-    by more than 0.05 nats at some point: the eliminated nodes' root weights left out
-    (measured 2.18), the new point's parent weights of the nodes left not added (5.04), and
-    the rows of the points whose best parent it becomes left as they were (7.67)."""
+    and the scores equal the full elimination's to 1e-9 (measured 5e-13). There the new
+    point's own row is at the floor on the eliminated nodes (the kernel is symmetric), so a
+    contracting fit (A = 2) checks the sweep of that row through the stored blocks too (4
+    points, 24 to 36 nodes eliminated once, 9e-13). Controls, each off by more than 0.05 nats
+    at some point: the eliminated nodes' root weights left out (measured 2.18), the new
+    point's parent weights of the nodes left not added (5.04), the rows of the points whose
+    best parent it becomes left as they were (7.67), and in the contracting fit the swept rows
+    left without their Schur complement update (2.83) or without their part of the eliminated
+    nodes' root weights (0.51)."""
     from chefs.outtree import predictive as pr
 
     monkeypatch.setattr(pr, "_TAIL_MIN_STEP", 4)
@@ -947,6 +964,28 @@ def test_direct_path_eliminated_tails_match_the_full_elimination(monkeypatch):
 
     monkeypatch.setattr(pr._EliminatedTail, "_new_rows", only_its_own_row)
     errors["best-parent rows"] = np.max(np.abs(scores() - full))
+    monkeypatch.undo()
+    # a contracting fit (x* a child of v around 2 X_v): x*'s own row is above the floor on
+    # eliminated nodes, so the sweep of its row through the stored blocks carries weight
+    monkeypatch.setattr(pr, "_TAIL_MIN_STEP", 4)
+    X = np.sort(np.random.default_rng(2).uniform(-6, 6, size=40))[:, None]
+    B, S = np.array([[2.0, 0.0]]), np.array([[1e-4]])
+    xs = np.array([[2.5], [2.2], [-2.6], [1.0]])
+    P = Predictive(X, B, S, NIW.from_data(X))
+    full = Predictive(X, B, S, NIW.from_data(X), prefix_direct=False).log_ratio_direct(xs)
+    np.testing.assert_allclose(P.log_ratio_direct(xs), full, rtol=0, atol=1e-9)
+    log_b = gaussian_log_lik_matrix(P.X, xs, P.B, P.Sigma)
+    assert max(min(t.checkpoint(log_b[:, j] - P.m <= mt.LOG_FLOOR) for t in P._prefix) for j in range(4)) <= 17
+    sweep = pr._EliminatedTail._sweep
+
+    def without_the_update(self, rows, lo):  # the rows' reduced weights, but not their Schur complement
+        red = sweep(self, rows.copy(), lo)
+        return red
+
+    monkeypatch.setattr(pr._EliminatedTail, "_sweep", without_the_update)
+    errors["sweep's update"] = np.max(np.abs(scores() - full))
+    monkeypatch.setattr(pr._EliminatedTail, "_sweep", lambda self, rows, lo: np.zeros_like(sweep(self, rows, lo)))
+    errors["swept rows' g"] = np.max(np.abs(scores() - full))
     assert min(errors.values()) > 0.05, errors
 
 # ------------------------------------ the grounded path (derivations-outtree section 13)

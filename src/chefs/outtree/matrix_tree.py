@@ -242,15 +242,21 @@ def _back_y(B, log_pivot, log_rt, scale_log, log_y):  # pragma: no cover - compi
     down: one pass over the rows (contiguous) instead of the columns, additions only.
     ``log_y[k]`` gets ``log y_k`` (``k >= 1``). ``t_j = y_j e^{-M}`` is kept against the
     running maximum ``M`` of ``log y``; a term it drops (below ``e^-745`` of the maximum) is
-    below ``n e^-45`` of its row's sum, which is at least a scaled floor weight.
+    below ``n e^-45`` of its row's sum, which is at least a scaled floor weight. Each product
+    is scaled by ``2^-c``, ``2^c >= n``: a stored weight is at most ``n 2^e < 2^1021``, but a
+    row's stored weights (each a share of the row's conserved sum at a different time) can
+    add up to about ``n^2 2^e``.
     """
     n = B.shape[0]
+    c = math.ceil(math.log2(max(n, 2)))
+    inv = 2.0 ** -c
+    scale_log = scale_log - c * math.log(2.0)
     t = np.zeros(n)
     big = -np.inf
     for k in range(n - 1, -1, -1):
         acc = 0.0
         for j in range(k + 1, n):
-            acc += B[k, j] * t[j]
+            acc += (B[k, j] * t[j]) * inv
         lv = log_rt[k]
         if acc > 0.0:
             ls = big + math.log(acc) - scale_log
@@ -300,6 +306,8 @@ def log_total_all_roots_scaled(B, m, log_rho) -> float:
     if not np.all(np.isfinite(log_pivot)):
         raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
     rest = _log_weighted_total(B, log_pivot, np.asarray(log_rho, float) - m, e * math.log(2.0))
+    if not math.isfinite(rest):
+        raise FloatingPointError("matrix-tree back substitution produced a non-finite total")
     return float(log_pivot[1:].sum() + m.sum() + rest)
 
 

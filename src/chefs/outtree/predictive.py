@@ -411,19 +411,23 @@ class Predictive:
         problem), exact however weakly the training points are coupled. The training
         points that the new point cannot parent (their weight from it at the floor) are
         eliminated once per fit, in two orders along the data's first principal axis,
-        and only the rest per point (section 14; ``prefix_direct=False``: every point
-        from scratch). The points are spread over ``direct_threads`` threads (the
+        and only the rest per point (section 14; built for a fit whose every point comes
+        here, or for a call with ``_TAIL_MIN_POINTS`` points or more; ``prefix_direct=False``:
+        every point from scratch). The points are spread over ``direct_threads`` threads (the
         elimination kernels release the GIL).
         """
         Xnew = np.atleast_2d(np.asarray(Xnew, float))
         if self._direct_base is None:
             self._direct_base = log_total_all_roots_scaled(self.Bn.copy(), self.m, self.log_rho)
-        if self.prefix_direct and self._prefix is None:
+        n = Xnew.shape[0]
+        # the tails cost about ten points' full eliminations to build: worth it on a fit whose every
+        # point comes here, or for a large batch, not for the few points the fast paths' guards send
+        if (self.prefix_direct and self._prefix is None and (self.all_direct or n >= _TAIL_MIN_POINTS)
+                and _tail_step(self.X.shape[0] + 1) <= self.X.shape[0] - 1):  # at least one checkpoint
             self._prefix = [_EliminatedTail(self, order) for order in _principal_orders(self.X)]
         log_rho_new = self.root.log_predictive(Xnew)
-        n = Xnew.shape[0]
         workers = min(n, self.direct_threads or _available_cores())
-        total = self._direct_total if self.prefix_direct else self._direct_total_full
+        total = self._direct_total if self.prefix_direct and self._prefix is not None else self._direct_total_full
         with _single_thread():  # one BLAS thread per worker
             if workers > 1:
                 with ThreadPoolExecutor(max_workers=workers) as ex:
@@ -439,11 +443,12 @@ class Predictive:
         log_b = gaussian_log_lik_matrix(self.X, x2, self.B, self.Sigma)[:, 0]
         return log_a, log_b
 
-    def _direct_total_full(self, x, log_rho_x) -> float:
+    def _direct_total_full(self, x, log_rho_x, weights=None) -> float:
         """``log sum_r rho_r Z_r`` of the training points plus ``x``: one GTH elimination of
-        all ``T + 1`` nodes (O(T^3); the reference of :meth:`_direct_total`)."""
+        all ``T + 1`` nodes (O(T^3); the reference of :meth:`_direct_total`). ``weights``:
+        :meth:`_new_weights` of ``x`` if already computed."""
         T = self.X.shape[0]
-        log_a, log_b = self._new_weights(x)
+        log_a, log_b = self._new_weights(x) if weights is None else weights
         M = np.empty((T + 1, T + 1))
         M[:T, :T] = self.Bn
         m_new = np.maximum(self.m, log_b)
@@ -463,6 +468,8 @@ class Predictive:
         log_a, log_b = self._new_weights(x)
         at_floor = log_b - self.m <= LOG_FLOOR
         tail = min(self._prefix, key=lambda t: t.checkpoint(at_floor))
+        if tail.checkpoint(at_floor) == tail.n:  # no eliminated tail serves this point
+            return self._direct_total_full(x, log_rho_x, (log_a, log_b))
         return tail.total(log_a, log_b, log_rho_x, at_floor)
 
     def log_beta_finite(self, Y):
@@ -657,6 +664,15 @@ def _isir_chain(Xs: np.ndarray, lw: np.ndarray, u: np.ndarray, n: int) -> np.nda
 # are spaced so that the snapshots fit
 _TAIL_BYTES = 128 * 2 ** 20
 _TAIL_MIN_STEP = 64
+_TAIL_MIN_POINTS = 32  # a fit that is not all_direct builds the tails for a call with this many points
+
+
+def _tail_step(n: int) -> int:
+    """Nodes between two checkpoints of an eliminated tail (a multiple of ``_TAIL_MIN_STEP``, the
+    elimination's block): the snapshots of one order, at most ``8 n^3 / (3 step)`` bytes, stay
+    under ``_TAIL_BYTES``."""
+    blocks = math.ceil(8.0 * n ** 3 / (3.0 * _TAIL_BYTES) / _TAIL_MIN_STEP)
+    return _TAIL_MIN_STEP * max(1, blocks)
 
 
 def _principal_orders(X) -> list[np.ndarray]:
@@ -693,23 +709,23 @@ class _EliminatedTail:
         self.e = gth_scale_exponent(n)
         self.scale = 2.0 ** self.e
         self.floor = math.exp(LOG_FLOOR)
-        step = max(_TAIL_MIN_STEP, math.ceil(8.0 * n ** 3 / (3.0 * _TAIL_BYTES)))
+        step = _tail_step(n)
         M = np.empty((n, n))
         M[0, :] = 0.0
         M[1:, 1:] = pred.Bn[np.ix_(order, order)]
         M[1:, 0] = self.floor
         M *= self.scale
-        self.snap = {n: M.copy()}
+        self.snap = {}  # lo -> the Schur complement on nodes 0..lo-1, at every step-th block
         self.blocks = []  # (lo, hi) in elimination order
 
         def keep(lo, pivot):
             hi = self.blocks[-1][0] if self.blocks else n
             self.blocks.append((lo, hi))
-            if lo >= 2:
+            if lo >= 2 and (n - lo) % step == 0:
                 self.snap[lo] = M[:lo, :lo].copy()
 
         self.log_pivot = np.zeros(n)
-        pivot = _gth_eliminate(M, self.log_pivot, block=step, scale_exp=self.e, on_block=keep)
+        pivot = _gth_eliminate(M, self.log_pivot, block=_TAIL_MIN_STEP, scale_exp=self.e, on_block=keep)
         if not np.all(np.isfinite(self.log_pivot[1:])):
             raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
         self.M = M  # reduced weights times 2^e
@@ -722,7 +738,7 @@ class _EliminatedTail:
         # nodes after k only, so one pass serves every checkpoint
         self.log_rt = np.concatenate(([0.0], pred.log_rho[order] - pred.m[order]))
         self.log_y = _log_y(M, self.log_pivot, self.log_rt, self.e * math.log(2.0))
-        self.checkpoints = np.array(sorted(self.snap), dtype=np.intp)
+        self.checkpoints = np.array(sorted(self.snap) + [n], dtype=np.intp)  # n: no tail (the full path)
         self.logz_tail = {}
         self.log_rt_g = {}  # log(rt_i + g_i), g_i = sum_{j >= lo} B_ij y_j, for nodes i < lo
         for lo in self.snap:
@@ -730,16 +746,17 @@ class _EliminatedTail:
             self.log_rt_g[lo] = np.logaddexp(self.log_rt[:lo], self._log_g(M[:lo, lo:], lo))
 
     def _log_g(self, rows, lo) -> np.ndarray:
-        """``log sum_{j >= lo} rows[:, j - lo] y_j`` for reduced weights ``rows`` (times 2^e)."""
-        if lo >= self.n:
-            return np.full(rows.shape[0], -np.inf)
+        """``log sum_{j >= lo} rows[:, j - lo] y_j`` for reduced weights ``rows`` (times 2^e; scaled
+        by ``2^-c``, ``2^c >= n``, before the sum, as in :func:`matrix_tree._back_y`)."""
         ly = self.log_y[lo:]
         top = ly.max()
+        c = math.ceil(math.log2(self.n))
         with np.errstate(divide="ignore"):
-            return np.log(rows @ np.exp(ly - top)) + top - self.e * math.log(2.0)
+            return np.log((rows * 2.0 ** -c) @ np.exp(ly - top)) + top - (self.e - c) * math.log(2.0)
 
     def checkpoint(self, at_floor) -> int:
-        """The first checkpoint ``lo`` from which every node is at the floor for this point."""
+        """The first checkpoint ``lo`` from which every node is at the floor for this point
+        (``n``: none; the point is eliminated in full)."""
         f = at_floor[self.order]
         bad = np.flatnonzero(~f)
         need = 1 + (bad[-1] + 1 if bad.size else 0)  # nodes >= need are at the floor
