@@ -32,9 +32,19 @@ import scipy.linalg
 from scipy.special import logsumexp
 
 from .gaussian import NIW, gaussian_log_lik_matrix
-from .matrix_tree import (LOG_FLOOR, _gth_eliminate, _log_weighted_total, _log_y, grounded_inverse, gth_scale_exponent,
-                          koo_matrix, log_partition_all_roots, log_total_all_roots_scaled, root_mixture,
-                          scaled_root_column)
+from .matrix_tree import (
+    LOG_FLOOR,
+    _gth_eliminate,
+    _log_weighted_total,
+    _log_y,
+    grounded_inverse,
+    gth_scale_exponent,
+    koo_matrix,
+    log_partition_all_roots,
+    log_total_all_roots_scaled,
+    root_mixture,
+    scaled_root_column,
+)
 
 __all__ = ["Predictive"]
 
@@ -700,7 +710,7 @@ class _EliminatedTail:
     and the ``lo``-node rest is eliminated. Every step adds non-negative numbers.
     """
 
-    def __init__(self, pred: "Predictive", order: np.ndarray):
+    def __init__(self, pred: Predictive, order: np.ndarray):
         T = pred.X.shape[0]
         n = T + 1
         self.order = order
