@@ -117,30 +117,26 @@ def subnormal(datasets, repeats: int, T: int = 1000, points: int = 6) -> None:
     shipped = matrix_tree.gth_scale_exponent
     print(f"direct path, seconds per point (T <= {T}, {points} test points, median of {repeats}, 1 thread)",
           flush=True)
-    from chefs.bench.table1 import FULL, MODELS, _training_split
-
     for name in datasets:
-        # Table 1's seed-0 out-tree cell: its training split and its subsample of T points
-        train, test = _training_split(name, 0, FULL)
-        rng = np.random.default_rng([0, 1, 2 + MODELS.index("outtree")])
-        tr = train if train.shape[0] <= T else train[rng.choice(train.shape[0], T, replace=False)]
-        with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            model = OutTree(normalizer_samples=2).fit(tr, rng=0)
+        with threadpool_limits(limits=1, user_api="blas"):
+            model, xs = _table1_fit(name, 0, T)  # Table 1's seed-0 out-tree cell
             P = model._pred
-            xs = model._standardise(test[:points])
+            xs = xs[:points]
             times, values = {}, {}
             try:
                 for label, exponent in (("scaled", shipped), ("unscaled", lambda n: 0)):
                     matrix_tree.gth_scale_exponent = exponent
-                    Q = Predictive(P.X, P.B, P.Sigma, P.root, root_hint=P.c, direct_threads=1)
+                    # the full elimination per point: the eliminated tails (section 14) take their
+                    # exponent from their own module, so they would not see the unscaled one
+                    Q = Predictive(P.X, P.B, P.Sigma, P.root, root_hint=P.c, direct_threads=1,
+                                   prefix_direct=False)
                     values[label] = Q.log_ratio_direct(xs)
                     times[label] = [_timed(Q.log_ratio_direct, xs) / points for _ in range(repeats)]
             finally:
                 matrix_tree.gth_scale_exponent = shipped
         ts, tu = np.median(times["scaled"]), np.median(times["unscaled"])
         diff = np.max(np.abs(values["scaled"] - values["unscaled"]))
-        print(f"  {name:9s} T={tr.shape[0]:5d}  scaled {ts:.4f} s  unscaled {tu:.4f} s  ({tu / ts:.1f}x)  "
+        print(f"  {name:9s} T={P.X.shape[0]:5d}  scaled {ts:.4f} s  unscaled {tu:.4f} s  ({tu / ts:.1f}x)  "
               f"max |log ratio difference| {diff:.1e}  weak points {int(P.weak.sum())}", flush=True)
 
 

@@ -927,7 +927,7 @@ def test_direct_path_eliminated_tails_match_the_full_elimination(monkeypatch):
     at some point: the eliminated nodes' root weights left out (measured 2.18), the new
     point's parent weights of the nodes left not added (5.04), the rows of the points whose
     best parent it becomes left as they were (7.67), and in the contracting fit the swept rows
-    left without their Schur complement update (2.83) or without their part of the eliminated
+    left without their Schur complement update (2.20) or without their part of the eliminated
     nodes' root weights (0.51)."""
     from chefs.outtree import predictive as pr
 
@@ -948,26 +948,23 @@ def test_direct_path_eliminated_tails_match_the_full_elimination(monkeypatch):
     assert max(lo) <= 33 and min(lo) >= 9  # 8 to 32 of the 41 nodes eliminated once
     assert np.any(log_b[:, 3] > P.m)  # the new point is some training point's best parent
     errors = {}
-    monkeypatch.setattr(pr._EliminatedTail, "_log_g", lambda self, rows, lo: np.full(rows.shape[0], -np.inf))
-    errors["roots"] = np.max(np.abs(scores() - full))
-    monkeypatch.undo()
-    monkeypatch.setattr(pr, "_TAIL_MIN_STEP", 4)
-    monkeypatch.setattr(pr._EliminatedTail, "_add_parent_column", lambda self, S, rel_b: None)
-    errors["parent column"] = np.max(np.abs(scores() - full))
-    monkeypatch.undo()
-    monkeypatch.setattr(pr, "_TAIL_MIN_STEP", 4)
+    with monkeypatch.context() as mp:
+        mp.setattr(pr._EliminatedTail, "_log_g", lambda self, rows, lo: np.full(rows.shape[0], -np.inf))
+        errors["roots"] = np.max(np.abs(scores() - full))
+    with monkeypatch.context() as mp:
+        mp.setattr(pr._EliminatedTail, "_add_parent_column", lambda self, S, rel_b: None)
+        errors["parent column"] = np.max(np.abs(scores() - full))
     new_rows = pr._EliminatedTail._new_rows
 
     def only_its_own_row(self, rel_a, log_b):
         rows, up = new_rows(self, rel_a, log_b)
         return rows[:1], up[:0]
 
-    monkeypatch.setattr(pr._EliminatedTail, "_new_rows", only_its_own_row)
-    errors["best-parent rows"] = np.max(np.abs(scores() - full))
-    monkeypatch.undo()
+    with monkeypatch.context() as mp:
+        mp.setattr(pr._EliminatedTail, "_new_rows", only_its_own_row)
+        errors["best-parent rows"] = np.max(np.abs(scores() - full))
     # a contracting fit (x* a child of v around 2 X_v): x*'s own row is above the floor on
     # eliminated nodes, so the sweep of its row through the stored blocks carries weight
-    monkeypatch.setattr(pr, "_TAIL_MIN_STEP", 4)
     X = np.sort(np.random.default_rng(2).uniform(-6, 6, size=40))[:, None]
     B, S = np.array([[2.0, 0.0]]), np.array([[1e-4]])
     xs = np.array([[2.5], [2.2], [-2.6], [1.0]])
@@ -977,15 +974,12 @@ def test_direct_path_eliminated_tails_match_the_full_elimination(monkeypatch):
     log_b = gaussian_log_lik_matrix(P.X, xs, P.B, P.Sigma)
     assert max(min(t.checkpoint(log_b[:, j] - P.m <= mt.LOG_FLOOR) for t in P._prefix) for j in range(4)) <= 17
     sweep = pr._EliminatedTail._sweep
-
-    def without_the_update(self, rows, lo):  # the rows' reduced weights, but not their Schur complement
-        red = sweep(self, rows.copy(), lo)
-        return red
-
-    monkeypatch.setattr(pr._EliminatedTail, "_sweep", without_the_update)
-    errors["sweep's update"] = np.max(np.abs(scores() - full))
-    monkeypatch.setattr(pr._EliminatedTail, "_sweep", lambda self, rows, lo: np.zeros_like(sweep(self, rows, lo)))
-    errors["swept rows' g"] = np.max(np.abs(scores() - full))
+    with monkeypatch.context() as mp:  # the rows' reduced weights, but not their Schur complement update
+        mp.setattr(pr._EliminatedTail, "_sweep", lambda self, rows, lo: sweep(self, rows.copy(), lo))
+        errors["sweep's update"] = np.max(np.abs(scores() - full))
+    with monkeypatch.context() as mp:
+        mp.setattr(pr._EliminatedTail, "_sweep", lambda self, rows, lo: np.zeros_like(sweep(self, rows, lo)))
+        errors["swept rows' g"] = np.max(np.abs(scores() - full))
     assert min(errors.values()) > 0.05, errors
 
 # ------------------------------------ the grounded path (derivations-outtree section 13)

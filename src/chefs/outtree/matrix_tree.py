@@ -144,7 +144,7 @@ def _gth_eliminate(B, log_pivot, block: int = 128, scale_exp: int = 0, on_block=
     step (the within-block GTH sweep, the triangular solve and the matrix
     product) adds non-negative numbers only. Afterwards ``log_pivot[k]`` holds
     the log pivots and ``B[i, k]`` (``i < k``) the reduced weight of edge
-    ``k -> i`` at the moment node ``k`` was eliminated. ``on_block(lo, pivot)``, if
+    ``k -> i`` at the moment node ``k`` was eliminated. ``on_block(lo)``, if
     given, is called each time nodes ``lo, ..., n - 1`` are gone (``B[:lo, :lo]``
     then holds the Schur complement on the nodes left); returns the pivots.
     """
@@ -167,7 +167,7 @@ def _gth_eliminate(B, log_pivot, block: int = 128, scale_exp: int = 0, on_block=
             B[:lo, lo:hi] = F * s
             B[:lo, :lo] += F @ B[lo:hi, :lo]
         if on_block is not None:
-            on_block(lo, pivot)
+            on_block(lo)
         hi = lo
     return pivot
 
@@ -292,23 +292,28 @@ def _log_y(B, log_pivot, log_rt, scale_log) -> np.ndarray:
     return log_y
 
 
+def _scaled_log_total(B, e: int, log_rt) -> float:
+    """``log Z_0 + log sum_r rt_r w_r`` of the weights ``B`` times ``2^e`` (eliminated in place):
+    the sum of the log pivots and :func:`_log_weighted_total`."""
+    log_pivot = np.zeros(B.shape[0])
+    _gth_eliminate(B, log_pivot, scale_exp=e)
+    if not np.all(np.isfinite(log_pivot[1:])):
+        raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
+    rest = _log_weighted_total(B, log_pivot, log_rt, e * math.log(2.0))
+    if not math.isfinite(rest):
+        raise FloatingPointError("matrix-tree back substitution produced a non-finite total")
+    return float(log_pivot[1:].sum() + rest)
+
+
 def log_total_all_roots_scaled(B, m, log_rho) -> float:
     """``log sum_r rho_r Z_r`` from row-normalised weights ``B`` (overwritten) and their row
     log-scales ``m``: :func:`log_partition_all_roots_scaled` summed against the root weights,
     without forming every ``log Z_r`` (``log Z_r = log Z_0 + log w_r + sum(m) - m_r``, so the
     total is ``log Z_0 + sum(m) + log sum_r rho_r e^{-m_r} w_r``)."""
     B = np.ascontiguousarray(B)
-    n = B.shape[0]
-    e = gth_scale_exponent(n)
+    e = gth_scale_exponent(B.shape[0])
     B *= 2.0 ** e
-    log_pivot = np.zeros(n)
-    _gth_eliminate(B, log_pivot, scale_exp=e)
-    if not np.all(np.isfinite(log_pivot)):
-        raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
-    rest = _log_weighted_total(B, log_pivot, np.asarray(log_rho, float) - m, e * math.log(2.0))
-    if not math.isfinite(rest):
-        raise FloatingPointError("matrix-tree back substitution produced a non-finite total")
-    return float(log_pivot[1:].sum() + m.sum() + rest)
+    return _scaled_log_total(B, e, np.asarray(log_rho, float) - m) + float(m.sum())
 
 
 def log_partition_all_roots_scaled(B, m) -> np.ndarray:

@@ -35,8 +35,8 @@ from .gaussian import NIW, gaussian_log_lik_matrix
 from .matrix_tree import (
     LOG_FLOOR,
     _gth_eliminate,
-    _log_weighted_total,
     _log_y,
+    _scaled_log_total,
     grounded_inverse,
     gth_scale_exponent,
     koo_matrix,
@@ -477,10 +477,10 @@ class Predictive:
         eliminated once per fit (the order of the two whose eliminated tail is longest)."""
         log_a, log_b = self._new_weights(x)
         at_floor = log_b - self.m <= LOG_FLOOR
-        tail = min(self._prefix, key=lambda t: t.checkpoint(at_floor))
-        if tail.checkpoint(at_floor) == tail.n:  # no eliminated tail serves this point
+        lo, k = min((t.checkpoint(at_floor), k) for k, t in enumerate(self._prefix))
+        if lo == self._prefix[k].n:  # no eliminated tail serves this point
             return self._direct_total_full(x, log_rho_x, (log_a, log_b))
-        return tail.total(log_a, log_b, log_rho_x, at_floor)
+        return self._prefix[k].total(lo, log_a, log_b, log_rho_x)
 
     def log_beta_finite(self, Y):
         lb = gaussian_log_lik_matrix(Y, Y, self.B, self.Sigma)
@@ -728,7 +728,7 @@ class _EliminatedTail:
         self.snap = {}  # lo -> the Schur complement on nodes 0..lo-1, at every step-th block
         self.blocks = []  # (lo, hi) in elimination order
 
-        def keep(lo, pivot):
+        def keep(lo):
             hi = self.blocks[-1][0] if self.blocks else n
             self.blocks.append((lo, hi))
             if lo >= 2 and (n - lo) % step == 0:
@@ -772,9 +772,9 @@ class _EliminatedTail:
         need = 1 + (bad[-1] + 1 if bad.size else 0)  # nodes >= need are at the floor
         return int(self.checkpoints[np.searchsorted(self.checkpoints, max(need, 2))])
 
-    def total(self, log_a, log_b, log_rho_x, at_floor) -> float:
-        """``log sum_r rho_r Z_r`` of the training points plus ``x*``."""
-        lo = self.checkpoint(at_floor)
+    def total(self, lo, log_a, log_b, log_rho_x) -> float:
+        """``log sum_r rho_r Z_r`` of the training points plus ``x*``, from checkpoint ``lo``
+        (:meth:`checkpoint`, below ``n``)."""
         lb = log_b[self.order]
         m_new = np.maximum(self._m[self.order], lb)
         S = self.snap[lo].copy()
@@ -790,12 +790,7 @@ class _EliminatedTail:
         log_rt[0] = np.logaddexp(log_rho_x - m_a, log_g[0])
         u = self.order[up - 1]
         log_rt[up] = np.logaddexp(self._log_rho[u] - log_b[u], log_g[1:])
-        log_pivot = np.zeros(lo)
-        _gth_eliminate(S, log_pivot, scale_exp=self.e)
-        if not np.all(np.isfinite(log_pivot[1:])):
-            raise FloatingPointError("matrix-tree elimination produced a non-finite pivot")
-        rest = _log_weighted_total(S, log_pivot, log_rt, self.e * math.log(2.0))
-        return float(log_pivot[1:].sum() + self.logz_tail[lo] + m_new.sum() + m_a + rest)
+        return _scaled_log_total(S, self.e, log_rt) + self.logz_tail[lo] + float(m_new.sum()) + m_a
 
     def _add_parent_column(self, S, rel_b) -> None:
         """Column 0 of the nodes left: ``x*``'s weight as their parent, ``rel_b = log b - m_new``
