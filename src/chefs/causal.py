@@ -346,9 +346,11 @@ class CausalDiscovery(BeliefNetwork):
         self.threshold = float(threshold)
         if kw.get("inputs"):
             raise ValueError("causal discovery has no input columns: every observed order is free")
+        if kw.pop("rotate", False):
+            raise ValueError("causal discovery needs the variables themselves as observed units: rotate must be False")
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
-        super().__init__(*args, pilots=pilots, margin=CAUSAL_MARGIN if margin is None else margin, **kw)
+        super().__init__(*args, pilots=pilots, margin=CAUSAL_MARGIN if margin is None else margin, rotate=False, **kw)
 
     def _observed_orders(self, D: int):
         return None  # free: U(0, 1) a priori, sampled

@@ -38,6 +38,8 @@ PILOTS = 3  # default multi-start pilots per chain (docs/derivations.md section 
 #: importance draws per training point in the pilots' score (docs/derivations.md 3.7 and 3.9: 32 misranks
 #: states by hundreds of nats; 512 ranks them, but gave no consistent gain with 750-sweep pilots)
 PILOT_DRAWS = 32
+#: default of ``rotate``: the unit map acts on the standardised data's principal axes (docs/derivations.md 3.14)
+ROTATE = False
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
@@ -51,46 +53,89 @@ def check_margin(margin) -> float:
 
 @dataclass
 class UnitMap:
-    """Per-column affine map of the training range onto [margin, 1 - margin].
+    """Per-column affine map of the training range onto [margin, 1 - margin], optionally after
+    a rotation of the standardised data onto its principal axes.
 
     003 section 4 scales the data onto the sigmoid's whole range; the margin and
     the Jacobian added to data-space densities are in docs/derivations.md section 3.1.
+    With ``rotate=True`` (docs/derivations.md section 3.14) each column is first standardised
+    by the training mean and standard deviation and the result rotated onto the eigenvectors of
+    the training correlation matrix (``z = ((x - center) / spread) @ rotation``), and the range
+    map acts on ``z``. The rotation is orthogonal, so the Jacobian adds ``-sum(log spread)`` only.
     """
 
     lo: np.ndarray
     hi: np.ndarray
     margin: float = MARGIN
+    center: np.ndarray | None = None     # rotate=True: the training mean,
+    spread: np.ndarray | None = None     # its standard deviation per column,
+    rotation: np.ndarray | None = None   # and the (D, D) orthogonal matrix of principal axes
 
     @classmethod
-    def fit(cls, X: np.ndarray, margin: float = MARGIN) -> "UnitMap":
+    def fit(cls, X: np.ndarray, margin: float = MARGIN, rotate: bool = False) -> "UnitMap":
         margin = check_margin(margin)
         X = check_data(X)
         lo, hi = X.min(axis=0), X.max(axis=0)
         const = np.flatnonzero(hi <= lo)
         if const.size:
             raise ValueError(f"column(s) {const.tolist()} are constant: a density over them is degenerate; drop them")
-        return cls(lo, hi, margin)
+        if not rotate:
+            return cls(lo, hi, margin)
+        center, spread = X.mean(axis=0), X.std(axis=0)
+        rotation = principal_axes((X - center) / spread)
+        Z = ((X - center) / spread) @ rotation
+        lo, hi = Z.min(axis=0), Z.max(axis=0)
+        flat = np.flatnonzero(hi - lo <= 1e-9 * np.maximum(1.0, np.abs(hi).max()))
+        if flat.size:
+            raise ValueError(f"the data have {flat.size} exactly collinear direction(s): a density over them is "
+                             "degenerate; drop the redundant column(s) or fit without rotate")
+        return cls(lo, hi, margin, center, spread, rotation)
+
+    @property
+    def rotated(self) -> bool:
+        return self.rotation is not None
 
     @property
     def scale(self) -> np.ndarray:
         return (1 - 2 * self.margin) / (self.hi - self.lo)
 
     def forward(self, X):
-        return self.margin + (np.asarray(X, float) - self.lo) * self.scale
+        X = np.asarray(X, float)
+        if self.rotated:
+            X = ((X - self.center) / self.spread) @ self.rotation
+        return self.margin + (X - self.lo) * self.scale
 
     def inverse(self, U):
-        return self.lo + (np.asarray(U, float) - self.margin) / self.scale
+        Z = self.lo + (np.asarray(U, float) - self.margin) / self.scale
+        if self.rotated:
+            return (Z @ self.rotation.T) * self.spread + self.center
+        return Z
 
     def log_jacobian(self) -> float:
-        return float(np.sum(np.log(self.scale)))
+        """``log |d forward / d x|``, the same for every point."""
+        return float(np.sum(np.log(self.scale)) - (np.sum(np.log(self.spread)) if self.rotated else 0.0))
 
     def to_dict(self) -> dict:
-        return {"lo": self.lo.tolist(), "hi": self.hi.tolist(), "margin": self.margin}
+        d = {"lo": self.lo.tolist(), "hi": self.hi.tolist(), "margin": self.margin}
+        if self.rotated:
+            d.update(center=self.center.tolist(), spread=self.spread.tolist(), rotation=self.rotation.tolist())
+        return d
 
     @classmethod
     def from_dict(cls, d) -> "UnitMap":
+        rot = {k: np.asarray(d[k], float) for k in ("center", "spread", "rotation")} if "rotation" in d else {}
         return cls(np.asarray(d["lo"], float), np.asarray(d["hi"], float),
-                   check_margin(d.get("margin", LEGACY_MARGIN)))
+                   check_margin(d.get("margin", LEGACY_MARGIN)), **rot)
+
+
+def principal_axes(Z: np.ndarray) -> np.ndarray:
+    """Eigenvectors of ``Z``'s covariance as columns, largest variance first, each with its
+    largest-magnitude entry positive (so that the map does not depend on the sign conventions
+    of the linear-algebra library)."""
+    _, V = np.linalg.eigh(np.cov(Z, rowvar=False).reshape(Z.shape[1], Z.shape[1]))
+    V = V[:, ::-1]
+    idx = np.argmax(np.abs(V), axis=0)
+    return V * np.sign(V[idx, np.arange(V.shape[1])])
 
 
 def check_data(X, num_columns: int | None = None) -> np.ndarray:
@@ -192,7 +237,8 @@ class BeliefNetwork:
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
                  structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
-                 pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS):
+                 pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS,
+                 rotate: bool = ROTATE):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -231,6 +277,9 @@ class BeliefNetwork:
         self.pilot_sweeps = max(1, burn_in // 2) if pilot_sweeps is None else int(pilot_sweeps)
         self.pilot_draws = int(pilot_draws)
         self.scheduler = scheduler
+        if not isinstance(rotate, (bool, np.bool_)):
+            raise ValueError(f"rotate must be True or False, got {rotate!r}")
+        self.rotate = bool(rotate)
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
@@ -240,7 +289,10 @@ class BeliefNetwork:
         if self.structure_warmup >= self.sweeps:
             warnings.warn(f"structure_warmup ({self.structure_warmup}) covers all {self.sweeps} sweeps: the structure "
                           "stays at its start", UserWarning, stacklevel=2)
-        self.map_ = UnitMap.fit(X, self.margin)
+        if self.rotate and self.inputs:
+            raise ValueError("rotate mixes the columns, so it cannot keep input columns apart: fit a conditional "
+                             "model (inputs) with rotate=False")
+        self.map_ = UnitMap.fit(X, self.margin, self.rotate)
         D = X.shape[1]
         bad = [j for j in self.inputs if not 0 <= j < D]
         if bad or len(self.inputs) >= D:
@@ -367,6 +419,7 @@ class BeliefNetwork:
         um = json.loads((Path(run_dir) / "unitmap.json").read_text())
         net.map_ = UnitMap.from_dict(um)
         net.margin = net.map_.margin
+        net.rotate = net.map_.rotated
         net.inputs = tuple(um.get("inputs", ()))
         net._load_samples(chains)
         return net
@@ -438,7 +491,7 @@ class BeliefNetwork:
         pick = np.unique(np.linspace(0, len(self.samples_) - 1, min(max_samples, len(self.samples_))).astype(int))
         lp = np.array([log_density_unit(self.samples_[s], U, rng, num_is, self.inputs) for s in pick])
         outs = [j for j in range(self.map_.lo.size) if j not in self.inputs]
-        jac = float(np.sum(np.log(self.map_.scale[outs])))
+        jac = self.map_.log_jacobian() if self.map_.rotated else float(np.sum(np.log(self.map_.scale[outs])))
         return logsumexp(lp, axis=0) - math.log(pick.size) + jac
 
     def diagnostics(self) -> dict:

@@ -156,6 +156,9 @@ def _gibbs(net: SampleArrays, U, miss, rng, num_sweeps, burn_in, J) -> np.ndarra
 def _check_inputs(net, X, mask):
     if not hasattr(net, "samples_"):
         raise ValueError("the model is not fitted: call fit(X) (or BeliefNetwork.load) first")
+    if net.map_.rotated:
+        raise ValueError("this network was fitted on rotated data (rotate=True), whose units mix the columns: "
+                         "imputation needs a network fitted with rotate=False")
     D = net.map_.lo.size
     try:
         X = np.array(X, dtype=float)

@@ -146,7 +146,7 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
         net = BeliefNetwork(prior=prior, sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
                             chains=chains, seed=int(rng.integers(2**31)), out=run, force=True, progress=False,
                             checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
-                            pilots=settings["pilots"])
+                            pilots=settings["pilots"], rotate=settings.get("rotate", False))
         net.fit(train)  # the samples are in memory from here on
         if out is not None:
             _replace_dir(run, Path(out))
@@ -184,7 +184,8 @@ def _replace_dir(src: Path, dst: Path) -> None:
 TOY = ("ring", "two-moons", "pinwheel")  # 2-D sets drawn in fantasy_toy.png
 
 
-def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None, pilots=None) -> tuple[dict, str]:
+def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None, pilots=None,
+                   rotate=None) -> tuple[dict, str]:
     """The belief networks' settings and their label for the CSV's ``settings`` column.
 
     ``sweeps``/``burn_in``/``thin`` override the quick or full chains of all three
@@ -199,8 +200,14 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     each of half the burn-in), labelled ``",pilots=P"`` unless 1 (the single start
     of every run before stop 25, whose rows carry no such label). The full settings'
     held-out estimate uses 512 importance draws (``",heldout_draws=512"``; before stop 27,
-    and in the quick settings, 32)."""
-    from ..density import MARGIN, PILOTS, check_margin
+    and in the quick settings, 32). ``rotate``: the unit map on the principal axes (default
+    :data:`chefs.density.ROTATE`), labelled ``",rotate"`` whenever it is on (every run before
+    stop 38 had it off)."""
+    from ..density import MARGIN, PILOTS, ROTATE, check_margin
+
+    rotate = ROTATE if rotate is None else rotate
+    if not isinstance(rotate, (bool, np.bool_)):
+        raise ValueError(f"rotate must be True or False, got {rotate!r}")
 
     margin = MARGIN if margin is None else check_margin(margin)
     pilots = PILOTS if pilots is None else pilots
@@ -208,6 +215,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
         raise ValueError(f"pilots must be a positive integer, got {pilots!r}")
     base = QUICK if quick else FULL
     extra = ("" if margin == MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
+    extra += ",rotate" if rotate else ""
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"
     settings = dict(base)
@@ -227,6 +235,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
                          f"thin ({thin})")
     settings["margin"] = margin
     settings["pilots"] = int(pilots)
+    settings["rotate"] = bool(rotate)
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
         return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)
@@ -236,7 +245,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
                chains: int = 1, jobs: int | None = None, force: bool = False, sweeps=None, burn_in=None,
                thin=None, margin=None, resume: bool = False, scheduler: str | None = None, progress=None,
-               pilots=None) -> Path:
+               pilots=None, rotate=None) -> Path:
     """Run the benchmark (Table 1 of 002, section 4.1; 001 section 3); writes table1.csv,
     table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
@@ -272,10 +281,10 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots)
+    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate)
     if not set(models) & set(NETWORKS):
-        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots)):
-            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots set the belief networks' chains, but none of "
+        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate)):
+            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate set the belief networks' chains, but none of "
                              "icp, cibp, ecibp is among the models")
         label = "quick" if quick else "full"  # the settings label describes the networks' chains only
     if chains > 1 and set(models) & set(NETWORKS):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ._util import nonneg_int, positive_int
 
 
@@ -38,6 +40,9 @@ def register(sub) -> None:
     t.add_argument("--pilots", type=positive_int, default=None,
                    help="multi-start pilots per chain of the ICP, CIBP and ECIBP fits alike (default: "
                         "chefs.density.PILOTS; 1: the single start of runs before stop 25)")
+    t.add_argument("--rotate", action=argparse.BooleanOptionalAction, default=None,
+                   help="belief networks: the unit map on the standardised data's principal axes (default: "
+                        "chefs.density.ROTATE; docs/derivations.md 3.14; rows labelled ',rotate')")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "
@@ -82,7 +87,8 @@ def cmd_table1(args) -> int:
     seeds = tuple(range(args.first_seed, args.first_seed + args.seeds))
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
                       jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
-                      margin=args.margin, resume=args.resume, pilots=args.pilots, scheduler=args.scheduler)
+                      margin=args.margin, resume=args.resume, pilots=args.pilots, scheduler=args.scheduler,
+                      rotate=args.rotate)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0

@@ -3,6 +3,7 @@ ICP-structured belief network."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from ._util import (chain_list, nonneg_int, note_if_incomplete, positive_float, 
 
 
 def register(sub) -> None:
-    from ..density import MARGIN
+    from ..density import MARGIN, ROTATE
     from ..models.nlgbn import ACTIVATION_UPDATES, INIT_ACTIVATIONS
 
     f = sub.add_parser("fit", help="fit an ICP belief network (NLGBN) to data by MCMC")
@@ -60,6 +61,9 @@ def register(sub) -> None:
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN; 0.1 fits real, "
                         "multi-column data better, docs/derivations.md 3.1)")
+    f.add_argument("--rotate", action=argparse.BooleanOptionalAction, default=None,
+                   help="map the standardised data onto their principal axes before the unit map (default: "
+                        f"{ROTATE}, chefs.density.ROTATE; docs/derivations.md 3.14); not with --inputs")
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     f.add_argument("--weight-prior", default=None, metavar="SHAPE,RATE",
@@ -141,6 +145,7 @@ def cmd_fit(args) -> int:
                         num_tries=args.num_tries, structure_warmup=args.warmup,
                         weight_prior=_pair(args.weight_prior, "--weight-prior"), scheduler=args.scheduler,
                         **({} if args.margin is None else {"margin": args.margin}),
+                        **({} if args.rotate is None else {"rotate": args.rotate}),
                         **({} if args.hmc_steps is None else {"hmc_steps": args.hmc_steps}),
                         **({} if args.pilots is None else {"pilots": args.pilots}),
                         pilot_sweeps=args.pilot_sweeps,
