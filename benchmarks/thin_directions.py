@@ -28,7 +28,7 @@ def main(argv=None) -> None:
     ap.add_argument("cells", nargs="+", metavar="RUN:DATASET:SEED")
     ap.add_argument("--points", type=int, default=20000, help="fantasy points for the variances")
     args = ap.parse_args(argv)
-    np.set_printoptions(precision=2, suppress=True, linewidth=160)
+    np.set_printoptions(precision=3, suppress=True, linewidth=160)
     for cell in args.cells:
         run, ds, seed = cell.rsplit(":", 2)
         seed = int(seed)
