@@ -51,6 +51,13 @@ def check_margin(margin) -> float:
     return float(margin)
 
 
+def check_rotate(rotate) -> bool:
+    """The ``rotate`` setting of the unit map: True or False (docs/derivations.md section 3.14)."""
+    if not isinstance(rotate, (bool, np.bool_)):
+        raise ValueError(f"rotate must be True or False, got {rotate!r}")
+    return bool(rotate)
+
+
 @dataclass
 class UnitMap:
     """Per-column affine map of the training range onto [margin, 1 - margin], optionally after
@@ -82,8 +89,9 @@ class UnitMap:
         if not rotate:
             return cls(lo, hi, margin)
         center, spread = X.mean(axis=0), X.std(axis=0)
-        rotation = principal_axes((X - center) / spread)
-        Z = ((X - center) / spread) @ rotation
+        S = (X - center) / spread
+        rotation = principal_axes(S)
+        Z = S @ rotation
         lo, hi = Z.min(axis=0), Z.max(axis=0)
         flat = np.flatnonzero(hi - lo <= 1e-9 * np.maximum(1.0, np.abs(hi).max()))
         if flat.size:
@@ -111,9 +119,14 @@ class UnitMap:
             return (Z @ self.rotation.T) * self.spread + self.center
         return Z
 
-    def log_jacobian(self) -> float:
-        """``log |d forward / d x|``, the same for every point."""
-        return float(np.sum(np.log(self.scale)) - (np.sum(np.log(self.spread)) if self.rotated else 0.0))
+    def log_jacobian(self, columns=None) -> float:
+        """``log |d forward / d x|``, the same for every point; over ``columns`` only (a
+        conditional model's outputs) when given, which a rotated map cannot split."""
+        if columns is None:
+            return float(np.sum(np.log(self.scale)) - (np.sum(np.log(self.spread)) if self.rotated else 0.0))
+        if self.rotated:
+            raise ValueError("a rotated unit map mixes the columns: its Jacobian has no per-column part")
+        return float(np.sum(np.log(self.scale[list(columns)])))
 
     def to_dict(self) -> dict:
         d = {"lo": self.lo.tolist(), "hi": self.hi.tolist(), "margin": self.margin}
@@ -277,9 +290,7 @@ class BeliefNetwork:
         self.pilot_sweeps = max(1, burn_in // 2) if pilot_sweeps is None else int(pilot_sweeps)
         self.pilot_draws = int(pilot_draws)
         self.scheduler = scheduler
-        if not isinstance(rotate, (bool, np.bool_)):
-            raise ValueError(f"rotate must be True or False, got {rotate!r}")
-        self.rotate = bool(rotate)
+        self.rotate = check_rotate(rotate)
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
@@ -490,8 +501,8 @@ class BeliefNetwork:
         U = self.map_.forward(X)
         pick = np.unique(np.linspace(0, len(self.samples_) - 1, min(max_samples, len(self.samples_))).astype(int))
         lp = np.array([log_density_unit(self.samples_[s], U, rng, num_is, self.inputs) for s in pick])
-        outs = [j for j in range(self.map_.lo.size) if j not in self.inputs]
-        jac = self.map_.log_jacobian() if self.map_.rotated else float(np.sum(np.log(self.map_.scale[outs])))
+        outs = [j for j in range(self.map_.lo.size) if j not in self.inputs] if self.inputs else None
+        jac = self.map_.log_jacobian(outs)
         return logsumexp(lp, axis=0) - math.log(pick.size) + jac
 
     def diagnostics(self) -> dict:

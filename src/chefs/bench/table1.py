@@ -146,7 +146,7 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
         net = BeliefNetwork(prior=prior, sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
                             chains=chains, seed=int(rng.integers(2**31)), out=run, force=True, progress=False,
                             checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
-                            pilots=settings["pilots"], rotate=settings.get("rotate", False))
+                            pilots=settings["pilots"], rotate=settings["rotate"])
         net.fit(train)  # the samples are in memory from here on
         if out is not None:
             _replace_dir(run, Path(out))
@@ -203,11 +203,9 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     and in the quick settings, 32). ``rotate``: the unit map on the principal axes (default
     :data:`chefs.density.ROTATE`), labelled ``",rotate"`` whenever it is on (every run before
     stop 38 had it off)."""
-    from ..density import MARGIN, PILOTS, ROTATE, check_margin
+    from ..density import MARGIN, PILOTS, ROTATE, check_margin, check_rotate
 
-    rotate = ROTATE if rotate is None else rotate
-    if not isinstance(rotate, (bool, np.bool_)):
-        raise ValueError(f"rotate must be True or False, got {rotate!r}")
+    rotate = check_rotate(ROTATE if rotate is None else rotate)
 
     margin = MARGIN if margin is None else check_margin(margin)
     pilots = PILOTS if pilots is None else pilots
@@ -235,7 +233,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
                          f"thin ({thin})")
     settings["margin"] = margin
     settings["pilots"] = int(pilots)
-    settings["rotate"] = bool(rotate)
+    settings["rotate"] = rotate
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
         return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)
