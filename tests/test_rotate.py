@@ -1,6 +1,6 @@
 """The unit map on the principal axes (``rotate=True``; docs/derivations.md 3.14): the map,
-its Jacobian, the data-space density it gives (integrating to one), and the inputs it
-refuses."""
+its Jacobian, the data-space density it gives (integrating to one), the inputs it refuses, and
+the default ``rotate="auto"``'s thin-axis rule (3.15)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 import chefs
 from chefs.cli import main
-from chefs.density import BeliefNetwork, UnitMap, principal_axes
+from chefs.density import THIN_AXIS, BeliefNetwork, UnitMap, principal_axes, thin_axis
 
 
 def _correlated(n=300, seed=0):
@@ -113,7 +113,7 @@ def test_rotated_fit_run_directory_and_fantasy(tmp_path):
 def test_rotate_refuses_what_it_cannot_do(tmp_path):
     X = _correlated(60)
     for bad in ("yes", 1, None):
-        with pytest.raises(ValueError, match="rotate must be True or False"):
+        with pytest.raises(ValueError, match="rotate must be True, False or 'auto'"):
             BeliefNetwork(rotate=bad)
     with pytest.raises(ValueError, match="input columns apart"):
         BeliefNetwork(rotate=True, inputs=[0], sweeps=4, burn_in=2, thin=2, progress=False).fit(X)
@@ -157,4 +157,48 @@ def test_table1_settings_label_rotation():
         chain_settings(rotate="no")
     from chefs.density import ROTATE
 
-    assert chefs.BeliefNetwork().rotate is ROTATE and (",rotate" in chain_settings()[1]) is ROTATE
+    assert chefs.BeliefNetwork().rotate == ROTATE == chain_settings()[0]["rotate"] == "auto"
+    s, label = chain_settings()
+    assert ",rotate=auto" in label and chain_settings(rotate="auto")[1] == label
+
+
+def _three_columns(relation_sd, n=400, seed=2):
+    """Three standard-normal-ish columns, the third the sum of the first two plus noise of
+    ``relation_sd``: the smaller it is, the thinner the direction (1, 1, -1)."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=(2, n))
+    return np.column_stack([a, b, a + b + relation_sd * rng.normal(size=n)])
+
+
+def _smallest_eigenvalue(X):
+    return float(np.linalg.eigvalsh(np.corrcoef(X.T))[0])
+
+
+def test_auto_rotation_follows_the_thin_axis_rule(tmp_path):
+    thin, wide = _three_columns(0.1), _three_columns(3.0)
+    assert _smallest_eigenvalue(thin) < THIN_AXIS < _smallest_eigenvalue(wide)
+    assert thin_axis(thin) and not thin_axis(wide)
+    # the rule's boundary: a relation whose eigenvalue straddles 0.1 as its noise grows
+    sds = np.linspace(0.2, 1.5, 27)
+    assert [thin_axis(_three_columns(sd)) for sd in sds] == [_smallest_eigenvalue(_three_columns(sd)) < 0.1
+                                                             for sd in sds]
+    assert any(thin_axis(_three_columns(sd)) for sd in sds) and not all(thin_axis(_three_columns(sd)) for sd in sds)
+    # two columns are never rotated, however correlated
+    two = _correlated()
+    assert _smallest_eigenvalue(two) < THIN_AXIS and not thin_axis(two)
+    assert UnitMap.fit(thin, rotate="auto").rotated and not UnitMap.fit(wide, rotate="auto").rotated
+    assert np.array_equal(UnitMap.fit(thin, rotate="auto").forward(thin), UnitMap.fit(thin, rotate=True).forward(thin))
+    assert np.array_equal(UnitMap.fit(wide, rotate="auto").forward(wide), UnitMap.fit(wide).forward(wide))
+    # exactly collinear columns: rotate=True refuses them, "auto" leaves the columns as they are
+    collinear = np.column_stack([thin[:, 0], 2 * thin[:, 0] + 1.0, thin[:, 1]])
+    assert thin_axis(collinear) and not UnitMap.fit(collinear, rotate="auto").rotated
+    # the data sets that ship with the packages: iris has a thin axis (petal length and width), two-moons has not
+    from chefs.datasets import load
+
+    assert thin_axis(load("iris", dequantize=False)) and not thin_axis(load("two-moons", seed=0))
+    # a conditional model keeps its columns: "auto" does not rotate with inputs, the default does without
+    kw = dict(sweeps=4, burn_in=2, thin=2, pilots=1, progress=False)
+    assert not BeliefNetwork(inputs=[0], out=tmp_path / "c", **kw).fit(thin).map_.rotated
+    net = BeliefNetwork(out=tmp_path / "d", **kw).fit(thin)
+    assert net.map_.rotated and BeliefNetwork.load(tmp_path / "d").map_.rotated
+    assert not BeliefNetwork(rotate=False, out=tmp_path / "e", **kw).fit(thin).map_.rotated

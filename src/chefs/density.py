@@ -39,7 +39,12 @@ PILOTS = 3  # default multi-start pilots per chain (docs/derivations.md section 
 #: states by hundreds of nats; 512 ranks them, but gave no consistent gain with 750-sweep pilots)
 PILOT_DRAWS = 32
 #: default of ``rotate``: the unit map acts on the standardised data's principal axes (docs/derivations.md 3.14)
-ROTATE = False
+#: when the data have a thin axis (``"auto"``, :func:`thin_axis`; docs/derivations.md 3.15)
+ROTATE = "auto"
+#: ``rotate="auto"`` rotates data with at least THIN_AXIS_COLUMNS columns whose correlation matrix has an
+#: eigenvalue below THIN_AXIS: a direction with less than a tenth of an average axis's variance
+THIN_AXIS = 0.1
+THIN_AXIS_COLUMNS = 3
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
@@ -51,11 +56,25 @@ def check_margin(margin) -> float:
     return float(margin)
 
 
-def check_rotate(rotate) -> bool:
-    """The ``rotate`` setting of the unit map: True or False (docs/derivations.md section 3.14)."""
+def check_rotate(rotate) -> bool | str:
+    """The ``rotate`` setting of the unit map: True, False or ``"auto"`` (docs/derivations.md
+    sections 3.14-3.15)."""
+    if isinstance(rotate, str) and rotate == "auto":
+        return "auto"
     if not isinstance(rotate, (bool, np.bool_)):
-        raise ValueError(f"rotate must be True or False, got {rotate!r}")
+        raise ValueError(f"rotate must be True, False or 'auto', got {rotate!r}")
     return bool(rotate)
+
+
+def thin_axis(X) -> bool:
+    """``rotate="auto"``'s rule (docs/derivations.md 3.15): does ``X`` have at least
+    :data:`THIN_AXIS_COLUMNS` columns and a principal axis of its standardised columns with
+    variance below :data:`THIN_AXIS` (the smallest eigenvalue of the correlation matrix)?"""
+    X = check_data(X)
+    if X.shape[1] < THIN_AXIS_COLUMNS:
+        return False
+    S = (X - X.mean(axis=0)) / X.std(axis=0)
+    return bool(np.linalg.eigvalsh(S.T @ S / len(S))[0] < THIN_AXIS)
 
 
 @dataclass
@@ -79,13 +98,19 @@ class UnitMap:
     rotation: np.ndarray | None = None   # and the (D, D) orthogonal matrix of principal axes
 
     @classmethod
-    def fit(cls, X: np.ndarray, margin: float = MARGIN, rotate: bool = False) -> "UnitMap":
+    def fit(cls, X: np.ndarray, margin: float = MARGIN, rotate: bool | str = False) -> "UnitMap":
+        """The map of ``X``'s range; ``rotate``: True, False, or ``"auto"`` (rotate where
+        :func:`thin_axis` holds and no direction is exactly flat, which ``rotate=True`` refuses)."""
         margin = check_margin(margin)
+        rotate = check_rotate(rotate)
         X = check_data(X)
         lo, hi = X.min(axis=0), X.max(axis=0)
         const = np.flatnonzero(hi <= lo)
         if const.size:
             raise ValueError(f"column(s) {const.tolist()} are constant: a density over them is degenerate; drop them")
+        auto = rotate == "auto"
+        if auto:
+            rotate = thin_axis(X)
         if not rotate:
             return cls(lo, hi, margin)
         center, spread = X.mean(axis=0), X.std(axis=0)
@@ -94,6 +119,8 @@ class UnitMap:
         Z = S @ rotation
         lo, hi = Z.min(axis=0), Z.max(axis=0)
         flat = np.flatnonzero(hi - lo <= 1e-9 * np.maximum(1.0, np.abs(hi).max()))
+        if flat.size and auto:
+            return cls(X.min(axis=0), X.max(axis=0), margin)
         if flat.size:
             raise ValueError(f"the data have {flat.size} exactly collinear direction(s): a density over them is "
                              "degenerate; drop the redundant column(s) or fit without rotate")
@@ -242,6 +269,14 @@ class BeliefNetwork:
         run directory (``out``) must be on a file system the workers share: they
         write the chains' checkpoints and samples there (checked before the run is
         created; see ``chefs.cluster``).
+    rotate : True, False or "auto"
+        True: standardise the columns and rotate them onto the training data's
+        principal axes before the unit map, so that a thin direction (a nearly
+        exact linear relation among columns) is an observed unit with its own
+        noise (docs/derivations.md section 3.14). "auto" (the default): rotate
+        when :func:`thin_axis` finds such a direction (at least 3 columns and a
+        correlation-matrix eigenvalue below 0.1; section 3.15), never with
+        ``inputs``. A rotated network cannot impute (``predict_missing``).
     """
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
@@ -251,7 +286,7 @@ class BeliefNetwork:
                  structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
                  pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS,
-                 rotate: bool = ROTATE):
+                 rotate: bool | str = ROTATE):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -300,10 +335,10 @@ class BeliefNetwork:
         if self.structure_warmup >= self.sweeps:
             warnings.warn(f"structure_warmup ({self.structure_warmup}) covers all {self.sweeps} sweeps: the structure "
                           "stays at its start", UserWarning, stacklevel=2)
-        if self.rotate and self.inputs:
+        if self.rotate is True and self.inputs:
             raise ValueError("rotate mixes the columns, so it cannot keep input columns apart: fit a conditional "
                              "model (inputs) with rotate=False")
-        self.map_ = UnitMap.fit(X, self.margin, self.rotate)
+        self.map_ = UnitMap.fit(X, self.margin, False if self.inputs else self.rotate)
         D = X.shape[1]
         bad = [j for j in self.inputs if not 0 <= j < D]
         if bad or len(self.inputs) >= D:

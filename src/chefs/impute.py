@@ -157,8 +157,9 @@ def _check_inputs(net, X, mask):
     if not hasattr(net, "samples_"):
         raise ValueError("the model is not fitted: call fit(X) (or BeliefNetwork.load) first")
     if net.map_.rotated:
-        raise ValueError("this network was fitted on rotated data (rotate=True), whose units mix the columns: "
-                         "imputation needs a network fitted with rotate=False")
+        raise ValueError("this network was fitted on rotated data (rotate=True, or the default rotate='auto' on "
+                         "data with a thin principal axis), whose units mix the columns: imputation needs a network "
+                         "fitted with rotate=False")
     D = net.map_.lo.size
     try:
         X = np.array(X, dtype=float)

@@ -129,7 +129,8 @@ def reconstruct_one(prior, train, test, mask, settings, seed, run_dir, progress=
     thin = max(1, (settings["sweeps"] - settings["burn_in"]) // settings["samples"])
     net = BeliefNetwork(prior=prior, sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=thin, seed=seed,
                         out=run_dir, force=True, progress=progress, checkpoint_every=60.0, margin=MARGIN,
-                        init_activations=INIT_ACTIVATIONS, pilots=1)  # the settings of its documented results
+                        init_activations=INIT_ACTIVATIONS, pilots=1,  # the settings of its documented results;
+                        rotate=False)  # imputation needs the columns as units
     t0 = time.perf_counter()
     net.fit(train[:, varying])
     t1 = time.perf_counter()

@@ -201,8 +201,9 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     of every run before stop 25, whose rows carry no such label). The full settings'
     held-out estimate uses 512 importance draws (``",heldout_draws=512"``; before stop 27,
     and in the quick settings, 32). ``rotate``: the unit map on the principal axes (default
-    :data:`chefs.density.ROTATE`), labelled ``",rotate"`` whenever it is on (every run before
-    stop 38 had it off)."""
+    :data:`chefs.density.ROTATE`), labelled ``",rotate"`` when on and ``",rotate=auto"`` when
+    each data set's thin-axis rule decides (every run before stop 38 had it off, and every run
+    before stop 39 unlabelled had it off)."""
     from ..density import MARGIN, PILOTS, ROTATE, check_margin, check_rotate
 
     rotate = check_rotate(ROTATE if rotate is None else rotate)
@@ -213,7 +214,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
         raise ValueError(f"pilots must be a positive integer, got {pilots!r}")
     base = QUICK if quick else FULL
     extra = ("" if margin == MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
-    extra += ",rotate" if rotate else ""
+    extra += ",rotate=auto" if rotate == "auto" else ",rotate" if rotate else ""
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"
     settings = dict(base)

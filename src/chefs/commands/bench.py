@@ -41,8 +41,10 @@ def register(sub) -> None:
                    help="multi-start pilots per chain of the ICP, CIBP and ECIBP fits alike (default: "
                         "chefs.density.PILOTS; 1: the single start of runs before stop 25)")
     t.add_argument("--rotate", action=argparse.BooleanOptionalAction, default=None,
-                   help="belief networks: the unit map on the standardised data's principal axes (default: "
-                        "chefs.density.ROTATE; docs/derivations.md 3.14; rows labelled ',rotate')")
+                   help="belief networks: the unit map on the standardised data's principal axes (rows labelled "
+                        "',rotate'), or never (--no-rotate, unlabelled); default: each data set's thin-axis rule "
+                        "decides (chefs.density.ROTATE = 'auto', rows labelled ',rotate=auto'; docs/derivations.md "
+                        "3.15)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "

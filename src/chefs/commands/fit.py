@@ -15,7 +15,7 @@ from ._util import (chain_list, nonneg_int, note_if_incomplete, positive_float, 
 
 
 def register(sub) -> None:
-    from ..density import MARGIN, ROTATE
+    from ..density import MARGIN
     from ..models.nlgbn import ACTIVATION_UPDATES, INIT_ACTIVATIONS
 
     f = sub.add_parser("fit", help="fit an ICP belief network (NLGBN) to data by MCMC")
@@ -62,8 +62,10 @@ def register(sub) -> None:
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN; 0.1 fits real, "
                         "multi-column data better, docs/derivations.md 3.1)")
     f.add_argument("--rotate", action=argparse.BooleanOptionalAction, default=None,
-                   help="map the standardised data onto their principal axes before the unit map (default: "
-                        f"{ROTATE}, chefs.density.ROTATE; docs/derivations.md 3.14); not with --inputs")
+                   help="map the standardised data onto their principal axes before the unit map; --no-rotate: "
+                        "never (needed for imputation). Default: when the data have a thin axis (3+ columns and a "
+                        "correlation-matrix eigenvalue below 0.1; chefs.density.thin_axis, docs/derivations.md "
+                        "3.14-3.15); not with --inputs")
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     f.add_argument("--weight-prior", default=None, metavar="SHAPE,RATE",
