@@ -138,12 +138,22 @@ def test_cli_rotate_flag(tmp_path, capsys):
     assert main(["fit", "--data", str(csv), "--out", str(out), "--sweeps", "4", "--burn-in", "2", "--thin", "2",
                  "--pilots", "1", "--rotate", "--no-progress"]) == 0
     assert "rotation" in json.loads((out / "unitmap.json").read_text())
-    capsys.readouterr()
+    assert "principal axes (--rotate)" in capsys.readouterr().out
     assert main(["fit", "--data", str(csv), "--out", str(tmp_path / "r2"), "--sweeps", "4", "--burn-in", "2",
                  "--rotate", "--inputs", "0", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert "input columns apart" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "r2").exists()
+    # the default decides by the thin-axis rule (3.15), and says so; --no-rotate keeps the columns
+    thin = tmp_path / "thin.csv"
+    np.savetxt(thin, _three_columns(0.1, n=60), delimiter=",")
+    short = ["--sweeps", "4", "--burn-in", "2", "--thin", "2", "--pilots", "1", "--no-progress"]
+    assert main(["fit", "--data", str(thin), "--out", str(tmp_path / "a")] + short) == 0
+    assert "rotation" in json.loads((tmp_path / "a" / "unitmap.json").read_text())
+    assert "principal axes (a thin axis; --no-rotate keeps the columns)" in capsys.readouterr().out
+    assert main(["fit", "--data", str(thin), "--out", str(tmp_path / "n"), "--no-rotate"] + short) == 0
+    assert "rotation" not in json.loads((tmp_path / "n" / "unitmap.json").read_text())
+    assert "principal axes" not in capsys.readouterr().out
 
 
 def test_table1_settings_label_rotation():

@@ -163,6 +163,9 @@ def cmd_fit(args) -> int:
     sizes = [len(s["theta"]) for s in net.samples_]
     print(f"{label}: {train.shape[0]} training points, {len(net.samples_)} posterior samples, "
           f"K+ mean {np.mean(sizes):.1f} (min {min(sizes)}, max {max(sizes)})")
+    if net.map_.rotated:
+        print("unit map: the standardised columns rotated onto the training data's principal axes "
+              f"({'--rotate' if args.rotate else 'a thin axis; --no-rotate keeps the columns'})")
     diag = net.diagnostics()
     def rate(k, v):  # n/a: a move the prior or the settings never propose (order/depth under the CIBP, slice)
         props = diag["proposals"].get(k) or []
