@@ -20,8 +20,9 @@ The evaluation rule (fixed before any model's numbers were looked at; not tuned)
   ``evaluate_network``; DP-GMM and KDE: ``fit_dpgmm`` and ``fit_kde`` themselves,
   with Table 1's random streams, so their rows equal Table 1's).
 * ICP (``--icp LABEL=JSON``, repeatable; JSON = keyword arguments of
-  ``chefs.BeliefNetwork``, default ``default={}``): one chain per (configuration,
-  data set, seed), ``--sweeps`` sweeps, every ``--thin``-th sample stored from the
+  ``chefs.BeliefNetwork``, default ``default={}``, the library's defaults of the day: since
+  stop 39 they rotate iris's unit map, so earlier stops' iris rows reproduce with
+  ``{"rotate": false}``): one chain per (configuration, data set, seed), ``--sweeps`` sweeps, every ``--thin``-th sample stored from the
   first sweep on (``burn_in=0``; the structure warm-up is what a run with half the
   sweeps as burn-in gets, ``min(300, sweeps // 4)``, unless the JSON sets it). At
   checkpoint ``s`` the posterior is the stored samples of sweeps ``(s/2, s]``: what a

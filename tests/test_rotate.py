@@ -202,6 +202,8 @@ def test_auto_rotation_follows_the_thin_axis_rule(tmp_path):
     # exactly collinear columns: rotate=True refuses them, "auto" leaves the columns as they are
     collinear = np.column_stack([thin[:, 0], 2 * thin[:, 0] + 1.0, thin[:, 1]])
     assert thin_axis(collinear) and not UnitMap.fit(collinear, rotate="auto").rotated
+    with pytest.raises(ValueError, match="constant"):
+        thin_axis(np.column_stack([thin, np.ones(len(thin))]))
     # the data sets that ship with the packages: iris has a thin axis (petal length and width), two-moons has not
     from chefs.datasets import load
 

@@ -328,7 +328,8 @@ class CausalDiscovery(BeliefNetwork):
     free (U(0, 1) a priori under the ICP, eq. 9 of 002; moved by the order moves of
     eq. 16), so observed variables may be parents of each other and hidden units
     are latent causes or mediators. Every keyword of ``BeliefNetwork`` applies
-    except ``inputs`` (conditioning on inputs fixes orders). Defaults here: one pilot
+    except ``inputs`` (conditioning on inputs fixes orders) and ``rotate`` (always
+    False: the variables themselves are the observed units). Defaults here: one pilot
     per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
     available but untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of
     the documented results, whatever the belief network's default).

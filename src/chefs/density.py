@@ -5,7 +5,8 @@
     fantasy = net.sample(2000)                 # fantasy data (posterior predictive)
     logp = net.score_samples(X_test)           # held-out log-density per point
 
-Data are mapped into (0, 1) per column by :class:`UnitMap`; densities reported
+Data are mapped into (0, 1) per column by :class:`UnitMap` (per principal axis
+of the standardised data when it is rotated: ``rotate``); densities reported
 in data space include its Jacobian. Held-out log-densities are importance
 sampling estimates (hidden units drawn from their prior, ancestrally) averaged
 over posterior samples.
@@ -73,7 +74,10 @@ def thin_axis(X) -> bool:
     X = check_data(X)
     if X.shape[1] < THIN_AXIS_COLUMNS:
         return False
-    S = (X - X.mean(axis=0)) / X.std(axis=0)
+    sd = X.std(axis=0)
+    if np.any(sd == 0):
+        raise ValueError(f"column(s) {np.flatnonzero(sd == 0).tolist()} are constant: they have no correlation")
+    S = (X - X.mean(axis=0)) / sd
     return bool(np.linalg.eigvalsh(S.T @ S / len(S))[0] < THIN_AXIS)
 
 
@@ -229,9 +233,9 @@ class BeliefNetwork:
         them (a start-up procedure; part of the burn-in). None: ``burn_in // 2``
         capped at 300.
     margin : float in (0, 0.5)
-        The unit map sends each column's training range onto
-        [margin, 1 - margin] before the observed units' sigmoid; smaller values
-        use more of its curvature (003 scales data onto the whole range) and
+        The unit map sends each column's training range (each principal
+        axis's when rotated) onto [margin, 1 - margin] before the observed
+        units' sigmoid; smaller values use more of its curvature (003 scales data onto the whole range) and
         leave less room for test points beyond the training range
         (docs/derivations.md section 3.1).
     hmc_steps : int

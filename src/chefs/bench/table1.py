@@ -494,7 +494,8 @@ def _rows_to_resume(path: Path, label: str) -> list[dict]:
     other = sorted({r["settings"] for r in rows} - {label})
     if other:
         raise ValueError(f"{path} was written with other settings ({'; '.join(other)}) than this run ({label}): "
-                         "resume with the same --quick/--sweeps/--burn-in/--thin/--margin")
+                         "resume with the same --quick/--sweeps/--burn-in/--thin/--margin/--pilots/--rotate (a run "
+                         "started before stop 39 without --rotate: --no-rotate)")
     return rows
 
 
