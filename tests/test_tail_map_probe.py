@@ -26,3 +26,17 @@ def test_tail_map_inverse_and_log_slope():
     # a planted error, the bulk's slope dropped from the log-slope, is far outside that tolerance
     wrong = log_slope - np.log(2.0 / (k[2] - k[1])).sum()
     assert not np.allclose(fd[away], wrong[away], atol=1e-2)
+
+
+def test_tail_map_compresses_only_isolated_tails():
+    p = load_script("benchmarks/tail_map_probe.py")
+    rng = np.random.default_rng(4)
+    small = rng.normal(size=(75, 4))  # no isolated extreme: the plain affine map on every axis
+    lo, qlo, qhi, hi = p.knots(small, isolated=0.25)
+    assert np.array_equal(qlo, lo) and np.array_equal(qhi, hi)
+    y, log_slope = p.g(small, (lo, qlo, qhi, hi))
+    assert np.allclose(y, -1 + (small - lo) * 2 / (hi - lo)) and np.allclose(log_slope, np.log(2 / (hi - lo)).sum())
+    outlier = np.vstack([rng.normal(size=(2000, 2)), [[30.0, 0.0]]])  # one height-like extreme on axis 0
+    lo, qlo, qhi, hi = p.knots(outlier, isolated=0.25)
+    assert qhi[0] < 5 < hi[0] == 30.0 and qlo[0] == lo[0] and qlo[1] == lo[1] and qhi[1] == hi[1]
+    assert np.isclose(p.g(outlier, (lo, qlo, qhi, hi))[0][-1, 0], 1.1)
