@@ -74,11 +74,21 @@ def thin_axis(X) -> bool:
     X = check_data(X)
     if X.shape[1] < THIN_AXIS_COLUMNS:
         return False
-    sd = X.std(axis=0)
-    if np.any(sd == 0):
-        raise ValueError(f"column(s) {np.flatnonzero(sd == 0).tolist()} are constant: they have no correlation")
-    S = (X - X.mean(axis=0)) / sd
-    return bool(np.linalg.eigvalsh(S.T @ S / len(S))[0] < THIN_AXIS)
+    const = np.flatnonzero(X.std(axis=0) == 0)
+    if const.size:
+        raise ValueError(f"column(s) {const.tolist()} are constant: they have no correlation")
+    return _has_thin_axis(_standardise(X)[2])
+
+
+def _standardise(X):
+    """``(center, spread, (X - center) / spread)``: the training mean and standard deviation."""
+    center, spread = X.mean(axis=0), X.std(axis=0)
+    return center, spread, (X - center) / spread
+
+
+def _has_thin_axis(S) -> bool:
+    """:func:`thin_axis` on standardised columns ``S`` (``S.T @ S / n`` is their correlation matrix)."""
+    return S.shape[1] >= THIN_AXIS_COLUMNS and bool(np.linalg.eigvalsh(S.T @ S / len(S))[0] < THIN_AXIS)
 
 
 @dataclass
@@ -112,23 +122,21 @@ class UnitMap:
         const = np.flatnonzero(hi <= lo)
         if const.size:
             raise ValueError(f"column(s) {const.tolist()} are constant: a density over them is degenerate; drop them")
-        auto = rotate == "auto"
-        if auto:
-            rotate = thin_axis(X)
-        if not rotate:
+        if rotate is False:
             return cls(lo, hi, margin)
-        center, spread = X.mean(axis=0), X.std(axis=0)
-        S = (X - center) / spread
+        center, spread, S = _standardise(X)
+        if rotate == "auto" and not _has_thin_axis(S):
+            return cls(lo, hi, margin)
         rotation = principal_axes(S)
         Z = S @ rotation
-        lo, hi = Z.min(axis=0), Z.max(axis=0)
-        flat = np.flatnonzero(hi - lo <= 1e-9 * np.maximum(1.0, np.abs(hi).max()))
-        if flat.size and auto:
-            return cls(X.min(axis=0), X.max(axis=0), margin)
+        zlo, zhi = Z.min(axis=0), Z.max(axis=0)
+        flat = np.flatnonzero(zhi - zlo <= 1e-9 * np.maximum(1.0, np.abs(zhi).max()))
+        if flat.size and rotate == "auto":  # "auto" leaves what rotate=True refuses unrotated
+            return cls(lo, hi, margin)
         if flat.size:
             raise ValueError(f"the data have {flat.size} exactly collinear direction(s): a density over them is "
                              "degenerate; drop the redundant column(s) or fit without rotate")
-        return cls(lo, hi, margin, center, spread, rotation)
+        return cls(zlo, zhi, margin, center, spread, rotation)
 
     @property
     def rotated(self) -> bool:
@@ -235,8 +243,9 @@ class BeliefNetwork:
     margin : float in (0, 0.5)
         The unit map sends each column's training range (each principal
         axis's when rotated) onto [margin, 1 - margin] before the observed
-        units' sigmoid; smaller values use more of its curvature (003 scales data onto the whole range) and
-        leave less room for test points beyond the training range
+        units' sigmoid; smaller values use more of its curvature (003 scales
+        data onto the whole range) and leave less room for test points beyond
+        the training range
         (docs/derivations.md section 3.1).
     hmc_steps : int
         Leapfrog steps of the joint non-centred HMC transition of the continuous
