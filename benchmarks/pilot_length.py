@@ -14,7 +14,9 @@ set (HD), and the mean held-out log-density per test point with 512 importance d
 process time of the fit in its own process (numba on one thread). DP-GMM (Table 1's code and
 random stream) and, on the synthetic sets, the true held-out log-density are the references.
 A configuration with ``"prior": "cibp"`` or ``"ecibp"`` runs that prior's cell instead (its chain
-seed; the CSV's ``model`` column names the prior).
+seed; the CSV's ``model`` column names the prior). ``"replicate": R`` (R > 0) fits the same split
+with another chain seed (and fantasy and held-out draws), to measure how much a cell's numbers move
+from chain to chain (stop 40).
 
 Use development splits (the default 10, 11, 12), not Table 1's 0-2, to choose between settings.
 
@@ -55,8 +57,10 @@ def net_cell(ds, seed, label, kw, data_dir, quick=False):
     limit_threads(1)
     settings, _ = chain_settings(quick)
     train, test = _training_split(ds, seed, settings, data_dir)
+    kw = dict(kw)
     model = kw.get("prior", "icp")
-    rng = np.random.default_rng([seed, 1, 2 + MODELS.index(model)])  # Table 1's stream of this prior's cell
+    replicate = int(kw.pop("replicate", 0))  # another chain seed on the same split (0: Table 1's own)
+    rng = np.random.default_rng([seed, 1, 2 + MODELS.index(model)] + ([replicate] if replicate else []))
     opts = {"num_tries": settings["num_tries"], "margin": settings["margin"], "pilots": settings["pilots"], **kw}
     t0 = time.process_time()
     net = BeliefNetwork(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],

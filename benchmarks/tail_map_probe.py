@@ -10,7 +10,9 @@ axes (as ``rotate=True``), then mapped per axis by a monotone piecewise-linear `
 sends the training data's central range, between the 0.1% and 99.9% quantiles, onto
 [-1, 1], and each outer tail (the training extreme beyond that quantile) onto a stretch of
 length 0.1 beside it, extended linearly beyond the training range. With ``--isolated F`` a
-tail is compressed only where it is longer than F times the central range. One isolated extreme
+tail is compressed only where it is longer than F times the central range; with ``--no-stretch``
+a tail's slope is at most the bulk's, so tails shorter than 5% of the central range keep the
+affine map (stop 40). One isolated extreme
 then no longer sets the scale of the bulk (3.15, abalone's heights). The library's range
 map then acts on ``g``'s output as usual.
 
@@ -45,11 +47,16 @@ def knots(z, isolated=None):
     return lo, qlo, qhi, hi
 
 
+NO_STRETCH = False  # set per cell by --no-stretch
+
+
 def _slopes(k):
     lo, qlo, qhi, hi = k
     sb = 2.0 / (qhi - qlo)
     sl = np.where(qlo > lo, TAIL / np.maximum(qlo - lo, 1e-300), sb)
     sh = np.where(hi > qhi, TAIL / np.maximum(hi - qhi, 1e-300), sb)
+    if NO_STRETCH:  # a tail is only ever compressed: never steeper than the bulk
+        sl, sh = np.minimum(sl, sb), np.minimum(sh, sb)
     return sb, sl, sh
 
 
@@ -69,7 +76,8 @@ def g_inverse(y, k):
 
 
 def cell(task):
-    ds, seed, data_dir, isolated = task
+    global NO_STRETCH
+    ds, seed, data_dir, isolated, NO_STRETCH = task
     from chefs._threads import limit_threads
     from chefs.bench.table1 import MODELS, _training_split, chain_settings
     from chefs.density import BeliefNetwork, principal_axes
@@ -92,7 +100,7 @@ def cell(task):
     yte, log_slope = g(zte, k)
     lp = net.score_samples(yte, num_is=512, max_samples=20) + log_slope - np.log(s).sum()
     ok = np.isfinite(lp)
-    return {"dataset": ds, "seed": seed, "isolated": isolated, "hellinger": float(hellinger(fantasy, test)),
+    return {"dataset": ds, "seed": seed, "isolated": isolated, "no_stretch": NO_STRETCH, "hellinger": float(hellinger(fantasy, test)),
             "heldout_loglik": float(lp[ok].mean()), "outside": int((~ok).sum()), "cpu_seconds": cpu}
 
 
@@ -103,9 +111,11 @@ def main(argv=None) -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--isolated", type=float, default=None,
                     help="compress a tail only where it is longer than this fraction of the central range")
+    ap.add_argument("--no-stretch", action="store_true",
+                    help="a tail's slope is at most the bulk's: short tails keep the affine map (stop 40)")
     ap.add_argument("--data-dir", default=os.environ.get("CHEFS_DATA"))
     a = ap.parse_args(argv)
-    tasks = [(d, int(x), a.data_dir, a.isolated) for d in a.datasets.split(",") for x in a.seeds.split(",")]
+    tasks = [(d, int(x), a.data_dir, a.isolated, a.no_stretch) for d in a.datasets.split(",") for x in a.seeds.split(",")]
     with Pool(a.jobs) as pool:
         for row in pool.imap_unordered(cell, tasks):
             print(json.dumps(row), flush=True)

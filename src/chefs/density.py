@@ -6,7 +6,8 @@
     logp = net.score_samples(X_test)           # held-out log-density per point
 
 Data are mapped into (0, 1) per column by :class:`UnitMap` (per principal axis
-of the standardised data when it is rotated: ``rotate``); densities reported
+of the standardised data when it is rotated: ``rotate``; with the outer tails
+compressed: ``tails``); densities reported
 in data space include its Jacobian. Held-out log-densities are importance
 sampling estimates (hidden units drawn from their prior, ancestrally) averaged
 over posterior samples.
@@ -46,6 +47,13 @@ ROTATE = "auto"
 #: eigenvalue below THIN_AXIS: a direction with less than a tenth of an average axis's variance
 THIN_AXIS = 0.1
 THIN_AXIS_COLUMNS = 3
+#: default of ``tails``: off. Compressed outer tails (docs/derivations.md 3.17) gain on abalone and lose on cloud
+#: and wine on development splits, so the pre-registered rule of stop 40 left them an option
+TAILS = False
+#: a tail is the training data beyond the TAIL_QUANTILE and 1 - TAIL_QUANTILE quantiles of an axis; the central
+#: range between them goes onto [-1, 1] and each tail onto at most TAIL_LENGTH beside it (never stretched)
+TAIL_QUANTILE = 0.001
+TAIL_LENGTH = 0.1
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
@@ -65,6 +73,33 @@ def check_rotate(rotate) -> bool | str:
     if not isinstance(rotate, (bool, np.bool_)):
         raise ValueError(f"rotate must be True, False or 'auto', got {rotate!r}")
     return bool(rotate)
+
+
+def check_tails(tails) -> bool | str:
+    """The ``tails`` setting of the unit map: True, False or ``"auto"`` (docs/derivations.md 3.17)."""
+    if isinstance(tails, str) and tails == "auto":
+        return "auto"
+    if not isinstance(tails, (bool, np.bool_)):
+        raise ValueError(f"tails must be True, False or 'auto', got {tails!r}")
+    return bool(tails)
+
+
+def tail_knots(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The compressed-tails map of each column of ``Z`` (docs/derivations.md 3.17): knots
+    ``(2, D)``, the TAIL_QUANTILE and 1 - TAIL_QUANTILE quantiles, and slopes ``(3, D)``
+    below, between and above them. The central range goes onto [-1, 1] (slope ``2 / range``);
+    each tail, from the quantile to the training extreme, onto ``TAIL_LENGTH`` beside it when
+    that compresses it, and otherwise keeps the central slope. An axis whose central range is
+    empty keeps one slope throughout (its knots are its extremes)."""
+    lo, hi = Z.min(axis=0), Z.max(axis=0)
+    qlo, qhi = np.quantile(Z, TAIL_QUANTILE, axis=0), np.quantile(Z, 1 - TAIL_QUANTILE, axis=0)
+    empty = ~(qhi > qlo)
+    qlo, qhi = np.where(empty, lo, qlo), np.where(empty, hi, qhi)
+    mid = 2.0 / (qhi - qlo)
+    with np.errstate(divide="ignore"):
+        below = np.minimum(mid, TAIL_LENGTH / (qlo - lo))
+        above = np.minimum(mid, TAIL_LENGTH / (hi - qhi))
+    return np.stack([qlo, qhi]), np.stack([below, mid, above])
 
 
 def thin_axis(X) -> bool:
@@ -94,7 +129,8 @@ def _has_thin_axis(S) -> bool:
 @dataclass
 class UnitMap:
     """Per-column affine map of the training range onto [margin, 1 - margin], optionally after
-    a rotation of the standardised data onto its principal axes.
+    a rotation of the standardised data onto its principal axes and a compression of each
+    axis's outer tails.
 
     003 section 4 scales the data onto the sigmoid's whole range; the margin and
     the Jacobian added to data-space densities are in docs/derivations.md section 3.1.
@@ -102,6 +138,10 @@ class UnitMap:
     by the training mean and standard deviation and the result rotated onto the eigenvectors of
     the training correlation matrix (``z = ((x - center) / spread) @ rotation``), and the range
     map acts on ``z``. The rotation is orthogonal, so the Jacobian adds ``-sum(log spread)`` only.
+    With ``tails`` (docs/derivations.md section 3.17) each axis ``z`` first goes through a
+    monotone piecewise-linear map (:func:`tail_knots`) that compresses its outer tails, so that
+    one isolated extreme does not set the scale of the bulk; the Jacobian then differs from
+    point to point (:meth:`log_jacobian_points`).
     """
 
     lo: np.ndarray
@@ -110,74 +150,129 @@ class UnitMap:
     center: np.ndarray | None = None     # rotate=True: the training mean,
     spread: np.ndarray | None = None     # its standard deviation per column,
     rotation: np.ndarray | None = None   # and the (D, D) orthogonal matrix of principal axes
+    knots: np.ndarray | None = None      # tails: (2, D) inner ends of the tails (tail_knots),
+    slopes: np.ndarray | None = None     # and (3, D) slopes below, between and above them
 
     @classmethod
-    def fit(cls, X: np.ndarray, margin: float = MARGIN, rotate: bool | str = False) -> "UnitMap":
+    def fit(cls, X: np.ndarray, margin: float = MARGIN, rotate: bool | str = False,
+            tails: bool | str = False) -> "UnitMap":
         """The map of ``X``'s range; ``rotate``: True, False, or ``"auto"`` (rotate where
-        :func:`thin_axis` holds and no direction is exactly flat, which ``rotate=True`` refuses)."""
+        :func:`thin_axis` holds and no direction is exactly flat, which ``rotate=True`` refuses);
+        ``tails``: True, False, or ``"auto"`` (compress the tails where the map is rotated)."""
         margin = check_margin(margin)
         rotate = check_rotate(rotate)
+        tails = check_tails(tails)
         X = check_data(X)
         lo, hi = X.min(axis=0), X.max(axis=0)
         const = np.flatnonzero(hi <= lo)
         if const.size:
             raise ValueError(f"column(s) {const.tolist()} are constant: a density over them is degenerate; drop them")
-        if rotate is False:
-            return cls(lo, hi, margin)
-        center, spread, S = _standardise(X)
-        if rotate == "auto" and not _has_thin_axis(S):
-            return cls(lo, hi, margin)
-        rotation = principal_axes(S)
-        Z = S @ rotation
-        zlo, zhi = Z.min(axis=0), Z.max(axis=0)
-        flat = np.flatnonzero(zhi - zlo <= 1e-9 * np.maximum(1.0, np.abs(zhi).max()))
-        if flat.size and rotate == "auto":  # "auto" leaves what rotate=True refuses unrotated
-            return cls(lo, hi, margin)
-        if flat.size:
-            raise ValueError(f"the data have {flat.size} exactly collinear direction(s): a density over them is "
-                             "degenerate; drop the redundant column(s) or fit without rotate")
-        return cls(zlo, zhi, margin, center, spread, rotation)
+        Z, rot = X, {}
+        if rotate is not False:
+            center, spread, S = _standardise(X)
+            if rotate is True or _has_thin_axis(S):
+                rotation = principal_axes(S)
+                R = S @ rotation
+                zlo, zhi = R.min(axis=0), R.max(axis=0)
+                flat = np.flatnonzero(zhi - zlo <= 1e-9 * np.maximum(1.0, np.abs(zhi).max()))
+                if flat.size and rotate is True:
+                    raise ValueError(f"the data have {flat.size} exactly collinear direction(s): a density over them "
+                                     "is degenerate; drop the redundant column(s) or fit without rotate")
+                if not flat.size:  # "auto" leaves what rotate=True refuses unrotated
+                    Z, rot = R, {"center": center, "spread": spread, "rotation": rotation}
+        if tails is True or (tails == "auto" and rot):
+            knots, slopes = tail_knots(Z)
+            if (slopes[[0, 2]] < slopes[1]).any():  # with no tail to compress the map stays affine
+                Z, rot = _compress(Z, knots, slopes), {**rot, "knots": knots, "slopes": slopes}
+        return cls(Z.min(axis=0), Z.max(axis=0), margin, **rot)
 
     @property
     def rotated(self) -> bool:
         return self.rotation is not None
 
     @property
+    def tailed(self) -> bool:
+        """Are the axes' outer tails compressed (``tails``)?"""
+        return self.knots is not None
+
+    @property
     def scale(self) -> np.ndarray:
         return (1 - 2 * self.margin) / (self.hi - self.lo)
 
-    def forward(self, X):
+    def _axes(self, X):
+        """The axes the range map acts on, before the tails' compression."""
         X = np.asarray(X, float)
-        if self.rotated:
-            X = ((X - self.center) / self.spread) @ self.rotation
-        return self.margin + (X - self.lo) * self.scale
+        return ((X - self.center) / self.spread) @ self.rotation if self.rotated else X
+
+    def forward(self, X):
+        Z = self._axes(X)
+        if self.tailed:
+            Z = _compress(Z, self.knots, self.slopes)
+        return self.margin + (Z - self.lo) * self.scale
 
     def inverse(self, U):
         Z = self.lo + (np.asarray(U, float) - self.margin) / self.scale
+        if self.tailed:
+            Z = _expand(Z, self.knots, self.slopes)
         if self.rotated:
             return (Z @ self.rotation.T) * self.spread + self.center
         return Z
 
     def log_jacobian(self, columns=None) -> float:
-        """``log |d forward / d x|``, the same for every point; over ``columns`` only (a
-        conditional model's outputs) when given, which a rotated map cannot split."""
+        """``log |d forward / d x|`` of a map whose Jacobian is the same for every point (no
+        ``tails``: :meth:`log_jacobian_points`); over ``columns`` only (a conditional model's
+        outputs) when given, which a rotated map cannot split."""
+        if self.tailed:
+            raise ValueError("a unit map with compressed tails has a Jacobian per point: use log_jacobian_points")
         if columns is None:
             return float(np.sum(np.log(self.scale)) - (np.sum(np.log(self.spread)) if self.rotated else 0.0))
         if self.rotated:
             raise ValueError("a rotated unit map mixes the columns: its Jacobian has no per-column part")
         return float(np.sum(np.log(self.scale[list(columns)])))
 
+    def log_jacobian_points(self, X, columns=None) -> np.ndarray:
+        """``log |d forward / d x|`` at each row of ``X`` (over ``columns`` only when given,
+        as :meth:`log_jacobian`)."""
+        X = np.atleast_2d(np.asarray(X, float))
+        if not self.tailed:
+            return np.full(X.shape[0], self.log_jacobian(columns))
+        if columns is not None:
+            raise ValueError("a unit map with compressed tails has no per-column Jacobian: fit with tails=False")
+        const = np.sum(np.log(self.scale)) - (np.sum(np.log(self.spread)) if self.rotated else 0.0)
+        return const + _log_slope(self._axes(X), self.knots, self.slopes)
+
     def to_dict(self) -> dict:
         d = {"lo": self.lo.tolist(), "hi": self.hi.tolist(), "margin": self.margin}
         if self.rotated:
             d.update(center=self.center.tolist(), spread=self.spread.tolist(), rotation=self.rotation.tolist())
+        if self.tailed:
+            d.update(knots=self.knots.tolist(), slopes=self.slopes.tolist())
         return d
 
     @classmethod
     def from_dict(cls, d) -> "UnitMap":
-        rot = {k: np.asarray(d[k], float) for k in ("center", "spread", "rotation")} if "rotation" in d else {}
+        keys = (("center", "spread", "rotation") if "rotation" in d else ()) + (("knots", "slopes") if "knots" in d
+                                                                                 else ())
         return cls(np.asarray(d["lo"], float), np.asarray(d["hi"], float),
-                   check_margin(d.get("margin", LEGACY_MARGIN)), **rot)
+                   check_margin(d.get("margin", LEGACY_MARGIN)), **{k: np.asarray(d[k], float) for k in keys})
+
+
+def _compress(Z, knots, slopes):
+    """:func:`tail_knots`'s map of each column of ``Z``: the central range onto [-1, 1]."""
+    (qlo, qhi), (below, mid, above) = knots, slopes
+    return np.where(Z < qlo, -1 + (Z - qlo) * below, np.where(Z > qhi, 1 + (Z - qhi) * above, -1 + (Z - qlo) * mid))
+
+
+def _expand(Y, knots, slopes):
+    """The inverse of :func:`_compress`."""
+    (qlo, qhi), (below, mid, above) = knots, slopes
+    return np.where(Y < -1, qlo + (Y + 1) / below, np.where(Y > 1, qhi + (Y - 1) / above, qlo + (Y + 1) / mid))
+
+
+def _log_slope(Z, knots, slopes):
+    """``sum over columns of log`` :func:`_compress`'s slope at each row of ``Z``."""
+    (qlo, qhi), (below, mid, above) = knots, slopes
+    return np.log(np.where(Z < qlo, below, np.where(Z > qhi, above, mid))).sum(axis=-1)
 
 
 def principal_axes(Z: np.ndarray) -> np.ndarray:
@@ -290,6 +385,13 @@ class BeliefNetwork:
         when :func:`thin_axis` finds such a direction (at least 3 columns and a
         correlation-matrix eigenvalue below 0.1; section 3.15), never with
         ``inputs``. A rotated network cannot impute (``predict_missing``).
+    tails : True, False or "auto"
+        True: compress each axis's outer tails (beyond its 0.1% and 99.9%
+        training quantiles) onto at most 0.1 beside the central range's [-1, 1]
+        before the range map, so that an isolated extreme does not squeeze the
+        bulk into a small part of the unit interval (docs/derivations.md section
+        3.17). "auto": where the map is rotated. Never with ``inputs``. Off by
+        default (:data:`TAILS`).
     """
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
@@ -299,7 +401,7 @@ class BeliefNetwork:
                  structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
                  pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS,
-                 rotate: bool | str = ROTATE):
+                 rotate: bool | str = ROTATE, tails: bool | str = TAILS):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -339,6 +441,7 @@ class BeliefNetwork:
         self.pilot_draws = int(pilot_draws)
         self.scheduler = scheduler
         self.rotate = check_rotate(rotate)
+        self.tails = check_tails(tails)
 
     # -------------------------------------------------------------- fit
     def fit(self, X) -> "BeliefNetwork":
@@ -351,7 +454,11 @@ class BeliefNetwork:
         if self.rotate is True and self.inputs:
             raise ValueError("rotate mixes the columns, so it cannot keep input columns apart: fit a conditional "
                              "model (inputs) with rotate=False")
-        self.map_ = UnitMap.fit(X, self.margin, False if self.inputs else self.rotate)
+        if self.tails is True and self.inputs:
+            raise ValueError("compressed tails give the columns a Jacobian per point that a conditional model "
+                             "(inputs) cannot use: fit it with tails=False")
+        self.map_ = UnitMap.fit(X, self.margin, False if self.inputs else self.rotate,
+                                False if self.inputs else self.tails)
         D = X.shape[1]
         bad = [j for j in self.inputs if not 0 <= j < D]
         if bad or len(self.inputs) >= D:
@@ -479,6 +586,7 @@ class BeliefNetwork:
         net.map_ = UnitMap.from_dict(um)
         net.margin = net.map_.margin
         net.rotate = net.map_.rotated
+        net.tails = net.map_.tailed
         net.inputs = tuple(um.get("inputs", ()))
         net._load_samples(chains)
         return net
@@ -550,7 +658,7 @@ class BeliefNetwork:
         pick = np.unique(np.linspace(0, len(self.samples_) - 1, min(max_samples, len(self.samples_))).astype(int))
         lp = np.array([log_density_unit(self.samples_[s], U, rng, num_is, self.inputs) for s in pick])
         outs = [j for j in range(self.map_.lo.size) if j not in self.inputs] if self.inputs else None
-        jac = self.map_.log_jacobian(outs)
+        jac = self.map_.log_jacobian_points(X, outs)
         return logsumexp(lp, axis=0) - math.log(pick.size) + jac
 
     def diagnostics(self) -> dict:

@@ -146,7 +146,8 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
         net = BeliefNetwork(prior=prior, sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
                             chains=chains, seed=int(rng.integers(2**31)), out=run, force=True, progress=False,
                             checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
-                            pilots=settings["pilots"], rotate=settings["rotate"])
+                            pilots=settings["pilots"], rotate=settings["rotate"],
+                            tails=settings["tails"])
         net.fit(train)  # the samples are in memory from here on
         if out is not None:
             _replace_dir(run, Path(out))
@@ -185,7 +186,7 @@ TOY = ("ring", "two-moons", "pinwheel")  # 2-D sets drawn in fantasy_toy.png
 
 
 def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None, pilots=None,
-                   rotate=None) -> tuple[dict, str]:
+                   rotate=None, tails=None) -> tuple[dict, str]:
     """The belief networks' settings and their label for the CSV's ``settings`` column.
 
     ``sweeps``/``burn_in``/``thin`` override the quick or full chains of all three
@@ -203,10 +204,13 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     and in the quick settings, 32). ``rotate``: the unit map on the principal axes (default
     :data:`chefs.density.ROTATE`), labelled ``",rotate"`` when on and ``",rotate=auto"`` when
     each data set's thin-axis rule decides (every run before stop 38 had it off, and every run
-    before stop 39 unlabelled had it off)."""
-    from ..density import MARGIN, PILOTS, ROTATE, check_margin, check_rotate
+    before stop 39 unlabelled had it off). ``tails``: compressed outer tails of the unit map's
+    axes (default :data:`chefs.density.TAILS`, off), labelled ``",tails"`` when on and
+    ``",tails=auto"`` when they go with the rotation (every run before stop 40 had them off)."""
+    from ..density import MARGIN, PILOTS, ROTATE, TAILS, check_margin, check_rotate, check_tails
 
     rotate = check_rotate(ROTATE if rotate is None else rotate)
+    tails = check_tails(TAILS if tails is None else tails)
 
     margin = MARGIN if margin is None else check_margin(margin)
     pilots = PILOTS if pilots is None else pilots
@@ -215,6 +219,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     base = QUICK if quick else FULL
     extra = ("" if margin == MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
     extra += ",rotate=auto" if rotate == "auto" else ",rotate" if rotate else ""
+    extra += ",tails=auto" if tails == "auto" else ",tails" if tails else ""
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"
     settings = dict(base)
@@ -235,6 +240,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     settings["margin"] = margin
     settings["pilots"] = int(pilots)
     settings["rotate"] = rotate
+    settings["tails"] = tails
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
         return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)
@@ -244,7 +250,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
                chains: int = 1, jobs: int | None = None, force: bool = False, sweeps=None, burn_in=None,
                thin=None, margin=None, resume: bool = False, scheduler: str | None = None, progress=None,
-               pilots=None, rotate=None) -> Path:
+               pilots=None, rotate=None, tails=None) -> Path:
     """Run the benchmark (Table 1 of 002, section 4.1; 001 section 3); writes table1.csv,
     table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
@@ -280,11 +286,11 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate)
+    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate, tails)
     if not set(models) & set(NETWORKS):
-        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate)):
-            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate set the belief networks' chains, but none of "
-                             "icp, cibp, ecibp is among the models")
+        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails)):
+            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails set the belief networks' "
+                             "chains, but none of icp, cibp, ecibp is among the models")
         label = "quick" if quick else "full"  # the settings label describes the networks' chains only
     if chains > 1 and set(models) & set(NETWORKS):
         label += f",chains={int(chains)}"  # pooled chains change the networks' rows: never mixed with one chain's
@@ -494,8 +500,8 @@ def _rows_to_resume(path: Path, label: str) -> list[dict]:
     other = sorted({r["settings"] for r in rows} - {label})
     if other:
         raise ValueError(f"{path} was written with other settings ({'; '.join(other)}) than this run ({label}): "
-                         "resume with the same --quick/--sweeps/--burn-in/--thin/--margin/--pilots/--rotate (a run "
-                         "started before stop 39 without --rotate: --no-rotate)")
+                         "resume with the same --quick/--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails "
+                         "(a run started before stop 39 without --rotate: --no-rotate)")
     return rows
 
 

@@ -45,6 +45,9 @@ def register(sub) -> None:
                         "',rotate'), or never (--no-rotate, unlabelled); default: each data set's thin-axis rule "
                         "decides (chefs.density.ROTATE = 'auto', rows labelled ',rotate=auto'; docs/derivations.md "
                         "3.15)")
+    t.add_argument("--tails", action=argparse.BooleanOptionalAction, default=None,
+                   help="belief networks: compress the outer tails of the unit map's axes (rows labelled ',tails'), "
+                        "or never (--no-tails, unlabelled; the default, chefs.density.TAILS; docs/derivations.md 3.17)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "
@@ -90,7 +93,7 @@ def cmd_table1(args) -> int:
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
                       jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
                       margin=args.margin, resume=args.resume, pilots=args.pilots, scheduler=args.scheduler,
-                      rotate=args.rotate)
+                      rotate=args.rotate, tails=args.tails)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0

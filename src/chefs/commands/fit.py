@@ -66,6 +66,10 @@ def register(sub) -> None:
                         "never (needed for imputation). Default: when the data have a thin axis (3+ columns and a "
                         "correlation-matrix eigenvalue below 0.1; chefs.density.thin_axis, docs/derivations.md "
                         "3.14-3.15); not with --inputs")
+    f.add_argument("--tails", action=argparse.BooleanOptionalAction, default=None,
+                   help="compress each axis's outer tails (beyond its 0.1%% and 99.9%% training quantiles) before "
+                        "the unit map, so that an isolated extreme does not squeeze the bulk (default: off, "
+                        "chefs.density.TAILS; docs/derivations.md 3.17); not with --inputs")
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     f.add_argument("--weight-prior", default=None, metavar="SHAPE,RATE",
@@ -148,6 +152,7 @@ def cmd_fit(args) -> int:
                         weight_prior=_pair(args.weight_prior, "--weight-prior"), scheduler=args.scheduler,
                         **({} if args.margin is None else {"margin": args.margin}),
                         **({} if args.rotate is None else {"rotate": args.rotate}),
+                        **({} if args.tails is None else {"tails": args.tails}),
                         **({} if args.hmc_steps is None else {"hmc_steps": args.hmc_steps}),
                         **({} if args.pilots is None else {"pilots": args.pilots}),
                         pilot_sweeps=args.pilot_sweeps,
@@ -166,6 +171,10 @@ def cmd_fit(args) -> int:
     if net.map_.rotated:
         print("unit map: the standardised columns rotated onto the training data's principal axes "
               f"({'--rotate' if args.rotate else 'a thin axis; --no-rotate keeps the columns'})")
+    if net.map_.tailed:
+        n = int((net.map_.slopes[[0, 2]] < net.map_.slopes[1]).sum())
+        print(f"unit map: {n} outer tail(s) compressed beyond the 0.1% and 99.9% training quantiles "
+              f"({'--tails' if args.tails else 'chefs.density.TAILS'})")
     diag = net.diagnostics()
     def rate(k, v):  # n/a: a move the prior or the settings never propose (order/depth under the CIBP, slice)
         props = diag["proposals"].get(k) or []
