@@ -74,8 +74,9 @@ QUICK = {"sweeps": 60, "thin": 3, "max_train": 300, "seeds": (0,)}
 FULL = {"sweeps": 6000, "thin": None, "max_train": None, "seeds": (0, 1, 2)}
 
 
-def parse_icp(text: str) -> tuple[str, dict]:
-    """``LABEL=JSON`` -> (label, BeliefNetwork keyword arguments), checked."""
+def parse_icp(text: str, extra: tuple = ()) -> tuple[str, dict]:
+    """``LABEL=JSON`` -> (label, BeliefNetwork keyword arguments), checked; ``extra``: keys the
+    calling script reads itself (not passed to BeliefNetwork)."""
     label, sep, js = text.partition("=")
     label = label.strip()
     if not sep or not re.fullmatch(r"[A-Za-z0-9_.+-]+", label):
@@ -95,7 +96,8 @@ def parse_icp(text: str) -> tuple[str, dict]:
     from chefs.density import BeliefNetwork
 
     try:  # every option checked before anything runs
-        BeliefNetwork(**{**kw, "sweeps": 10, "burn_in": 0, "thin": 1})  # burn_in: checked against --sweeps
+        BeliefNetwork(**{**{k: v for k, v in kw.items() if k not in extra}, "sweeps": 10, "burn_in": 0,
+                         "thin": 1})  # burn_in: checked against --sweeps
     except TypeError as err:
         raise ValueError(f"--icp {label}: {err}") from None
     return label, kw

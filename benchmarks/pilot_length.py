@@ -201,7 +201,8 @@ def main(argv=None) -> int:
         from chefs.bench import check_names
         from chefs.datasets import DATASETS as SPECS
 
-        configs = [parse_icp(t) for t in (a.icp or ['default={}', 'long={"pilot_sweeps": 3000, "pilot_draws": 512}'])]
+        configs = [parse_icp(t, extra=("replicate",))
+                   for t in (a.icp or ['default={}', 'long={"pilot_sweeps": 3000, "pilot_draws": 512}'])]
         if len({c[0] for c in configs}) < len(configs):
             raise ValueError(f"--icp labels must differ, got {[c[0] for c in configs]}")
         datasets = check_names([d for d in a.datasets.split(",") if d], tuple(SPECS), "--datasets", "data set")
