@@ -194,6 +194,12 @@ def test_cli_tails_flag(tmp_path, capsys):
     um = json.loads((tmp_path / "n" / "unitmap.json").read_text())
     assert "rotation" in um and "knots" not in um
     assert "compressed" not in capsys.readouterr().out
+    # 80 points: the 99.9% quantile lies between the two largest values, so the outlier's tail is not compressed
+    small = tmp_path / "small.csv"
+    np.savetxt(small, _thin_with_outlier(80), delimiter=",")
+    assert main(["fit", "--data", str(small), "--out", str(tmp_path / "s"), "--tails"] + short) == 0
+    assert "knots" not in json.loads((tmp_path / "s" / "unitmap.json").read_text())
+    assert "no axis has a tail to compress" in capsys.readouterr().out
 
 
 def test_table1_settings_label_tails():
