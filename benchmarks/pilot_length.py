@@ -68,6 +68,10 @@ def net_cell(ds, seed, label, kw, data_dir, quick=False):
     cpu = time.process_time() - t0
     draws = settings["heldout_draws"] if quick else HELDOUT_DRAWS
     fantasy, ll, _ = evaluate_network(net, test, test.shape[0], rng, draws)
+    keep = os.environ.get("PILOT_FANTASY_DIR")  # keep each fit's fantasy data (pooling chains afterwards)
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        np.save(Path(keep) / f"{ds}-{seed}-{label}.npy", fantasy)
     return {"dataset": ds, "seed": seed, "model": model, "config": label, "hellinger": hellinger(fantasy, test),
             "heldout_loglik": ll, "cpu_seconds": cpu, "truth": ""}
 

@@ -20,7 +20,7 @@ def test_table1_quick_ring(tmp_path, capsys):
     assert [r["model"] for r in rows] == ["baseline", "icp", "kde", "dpgmm"]
     for r in rows:
         assert 0.0 <= float(r["hellinger"]) <= 1.0
-    assert {r["settings"] for r in rows} == {"quick,pilots=3,rotate=auto"}
+    assert {r["settings"] for r in rows} == {"quick,pilots=3,rotate=auto,tails=auto"}
     text = (out / "table1.md").read_text()
     assert "paper" in text and "| icp |" in text
     assert "Quick settings" in text and "not comparable" in text  # a smoke run says so
@@ -148,7 +148,7 @@ def test_table1_chain_length_options(tmp_path, capsys):
     assert (spec["sweeps"], spec["burn_in"], spec["thin"]) == (12, 6, 3)
     assert json.loads((out / "runs" / "ring-icp-0" / "unitmap.json").read_text())["margin"] == 0.12
     rows = list(csv.DictReader(open(out / "table1.csv")))
-    assert {r["settings"] for r in rows} == {"quick,sweeps=12,burn_in=6,thin=3,margin=0.12,pilots=3,rotate=auto"}
+    assert {r["settings"] for r in rows} == {"quick,sweeps=12,burn_in=6,thin=3,margin=0.12,pilots=3,rotate=auto,tails=auto"}
     assert "sweeps=12, burn_in=6, thin=3, margin=0.12" in (out / "table1.md").read_text()
     assert "Unit-map margin of the belief networks: 0.12" in (out / "table1.md").read_text()
     quick = tmp_path / "quick"
@@ -196,26 +196,26 @@ def test_table1_chain_length_options(tmp_path, capsys):
     assert "different settings" in capsys.readouterr().err
     # defaults: half the sweeps as burn-in, as many kept samples as the base settings (full 50, quick 10)
     full, label = chain_settings()
-    assert label == "full,pilots=3,rotate=auto,heldout_draws=512" and full["pilots"] == 3 and (full["sweeps"], full["burn_in"], full["thin"]) == (3000, 1500, 30)
+    assert label == "full,pilots=3,rotate=auto,tails=auto,heldout_draws=512" and full["pilots"] == 3 and (full["sweeps"], full["burn_in"], full["thin"]) == (3000, 1500, 30)
     assert chain_settings(sweeps=15000) == ({**full, "sweeps": 15000, "burn_in": 7500, "thin": 150},
-                                            "full,sweeps=15000,burn_in=7500,thin=150,pilots=3,rotate=auto,heldout_draws=512")
-    assert chain_settings(quick=True, sweeps=400)[1] == "quick,sweeps=400,burn_in=200,thin=20,pilots=3,rotate=auto"
-    assert chain_settings(quick=True, sweeps=400, pilots=1)[1] == "quick,sweeps=400,burn_in=200,thin=20,rotate=auto"
-    assert chain_settings(burn_in=2000)[1] == "full,sweeps=3000,burn_in=2000,thin=20,pilots=3,rotate=auto,heldout_draws=512"
+                                            "full,sweeps=15000,burn_in=7500,thin=150,pilots=3,rotate=auto,tails=auto,heldout_draws=512")
+    assert chain_settings(quick=True, sweeps=400)[1] == "quick,sweeps=400,burn_in=200,thin=20,pilots=3,rotate=auto,tails=auto"
+    assert chain_settings(quick=True, sweeps=400, pilots=1)[1] == "quick,sweeps=400,burn_in=200,thin=20,rotate=auto,tails=auto"
+    assert chain_settings(burn_in=2000)[1] == "full,sweeps=3000,burn_in=2000,thin=20,pilots=3,rotate=auto,tails=auto,heldout_draws=512"
     # the base settings spelt out are the base settings (same label, so such runs merge)
-    assert chain_settings(sweeps=3000, burn_in=1500, thin=30)[1] == "full,pilots=3,rotate=auto,heldout_draws=512"
-    assert chain_settings(quick=True, sweeps=80)[1] == "quick,pilots=3,rotate=auto"
-    assert chain_settings(quick=True, sweeps=80, pilots=1, rotate=False)[1] == "quick"  # the label of runs before stop 25
+    assert chain_settings(sweeps=3000, burn_in=1500, thin=30)[1] == "full,pilots=3,rotate=auto,tails=auto,heldout_draws=512"
+    assert chain_settings(quick=True, sweeps=80)[1] == "quick,pilots=3,rotate=auto,tails=auto"
+    assert chain_settings(quick=True, sweeps=80, pilots=1, rotate=False, tails=False)[1] == "quick"  # runs before stop 25
     with pytest.raises(ValueError, match="pilots"):
         chain_settings(pilots=0)
     # the unit map's margin: labelled when it is not the default, refused outside (0, 0.5)
     from chefs.density import MARGIN
 
-    assert chain_settings(margin=MARGIN) == (full, "full,pilots=3,rotate=auto,heldout_draws=512")
+    assert chain_settings(margin=MARGIN) == (full, "full,pilots=3,rotate=auto,tails=auto,heldout_draws=512")
     other_margin = 0.12
     s, lab = chain_settings(margin=other_margin)
-    assert s["margin"] == other_margin and lab == f"full,margin={other_margin:g},pilots=3,rotate=auto,heldout_draws=512"
-    assert chain_settings(sweeps=600, margin=other_margin)[1] == f"full,sweeps=600,burn_in=300,thin=6,margin={other_margin:g},pilots=3,rotate=auto,heldout_draws=512"
+    assert s["margin"] == other_margin and lab == f"full,margin={other_margin:g},pilots=3,rotate=auto,tails=auto,heldout_draws=512"
+    assert chain_settings(sweeps=600, margin=other_margin)[1] == f"full,sweeps=600,burn_in=300,thin=6,margin={other_margin:g},pilots=3,rotate=auto,tails=auto,heldout_draws=512"
     with pytest.raises(ValueError, match="margin"):
         chain_settings(margin=0.5)
     # nothing kept: refused before anything runs
@@ -297,7 +297,7 @@ def test_table1_resume_finishes_an_interrupted_run(tmp_path, capsys):
     # pooled chains are part of the belief networks' settings: one chain's rows are not resumed with two
     (part / "table1.csv").write_bytes(before)
     assert main(args + ["--out", str(part), "--models", "icp,kde", "--chains", "2", "--resume"]) == 2
-    assert "than this run (quick,pilots=3,rotate=auto,chains=2)" in capsys.readouterr().err
+    assert "than this run (quick,pilots=3,rotate=auto,tails=auto,chains=2)" in capsys.readouterr().err
 
 
 def test_table1_interrupt_points_to_resume(tmp_path, monkeypatch, capsys):

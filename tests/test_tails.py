@@ -1,7 +1,7 @@
 """The unit map with compressed outer tails (``tails``; docs/derivations.md 3.17): the map's
 knots and slopes, its inverse, its per-point Jacobian (against central differences and by
 exact integration of a data-space density, each with a planted-error control), ``tails="auto"``
-(with the rotation only), the default (off), saving and loading, and the inputs it refuses."""
+(with the rotation only; the default since stop 40), saving and loading, and the inputs it refuses."""
 
 from __future__ import annotations
 
@@ -141,8 +141,8 @@ def test_data_space_density_with_tails_integrates_to_one(monkeypatch):
 
 def test_auto_goes_with_the_rotation_and_leaves_other_maps_as_they_were():
     X = _thin_with_outlier()
-    assert density.TAILS is False and BeliefNetwork().tails is False  # stop 40's pre-registered rule
-    assert not UnitMap.fit(X, 0.3, rotate="auto").tailed
+    assert density.TAILS == "auto" and BeliefNetwork().tails == "auto"  # stop 40's second pre-registered rule
+    assert not UnitMap.fit(X, 0.3, rotate="auto").tailed  # UnitMap.fit itself leaves the tails off unless asked
     # no rotation, no tails: the map is the affine one, bit for bit
     for rotate in (False, "auto"):
         two = X[:, :2]  # two columns: "auto" does not rotate
@@ -187,10 +187,10 @@ def test_cli_tails_flag(tmp_path, capsys):
     csv = tmp_path / "x.csv"
     np.savetxt(csv, _thin_with_outlier(1200), delimiter=",")  # 1,200 points: the 99.9% quantile is in the bulk
     short = ["--sweeps", "4", "--burn-in", "2", "--thin", "2", "--pilots", "1", "--no-progress"]
-    assert main(["fit", "--data", str(csv), "--out", str(tmp_path / "a"), "--tails"] + short) == 0
+    assert main(["fit", "--data", str(csv), "--out", str(tmp_path / "a")] + short) == 0  # the default: with the rotation
     assert "knots" in json.loads((tmp_path / "a" / "unitmap.json").read_text())
-    assert "compressed beyond the 0.1% and 99.9% training quantiles (--tails)" in capsys.readouterr().out
-    assert main(["fit", "--data", str(csv), "--out", str(tmp_path / "n")] + short) == 0  # the default: off
+    assert "compressed beyond the 0.1% and 99.9% training quantiles (with the rotation" in capsys.readouterr().out
+    assert main(["fit", "--data", str(csv), "--out", str(tmp_path / "n"), "--no-tails"] + short) == 0
     um = json.loads((tmp_path / "n" / "unitmap.json").read_text())
     assert "rotation" in um and "knots" not in um
     assert "compressed" not in capsys.readouterr().out
@@ -206,9 +206,10 @@ def test_table1_settings_label_tails():
     from chefs.bench.table1 import chain_settings
 
     s, label = chain_settings()
-    assert s["tails"] is False and label == "full,pilots=3,rotate=auto,heldout_draws=512"  # unchanged by default
-    s, label = chain_settings(tails="auto")
-    assert s["tails"] == "auto" and label.endswith(",rotate=auto,tails=auto,heldout_draws=512")
+    assert s["tails"] == "auto" and label == "full,pilots=3,rotate=auto,tails=auto,heldout_draws=512"
+    assert chain_settings(tails="auto")[1] == label
+    s, label = chain_settings(tails=False)
+    assert s["tails"] is False and label == "full,pilots=3,rotate=auto,heldout_draws=512"  # stop 39's rows
     assert ",tails," in chain_settings(tails=True)[1]
     with pytest.raises(ValueError, match="tails"):
         chain_settings(tails="no")

@@ -47,9 +47,9 @@ ROTATE = "auto"
 #: eigenvalue below THIN_AXIS: a direction with less than a tenth of an average axis's variance
 THIN_AXIS = 0.1
 THIN_AXIS_COLUMNS = 3
-#: default of ``tails``: off. Compressed outer tails (docs/derivations.md 3.17) gain on abalone and lose on cloud
-#: and wine on development splits, so the pre-registered rule of stop 40 left them an option
-TAILS = False
+#: default of ``tails``: compress the outer tails of the axes where the map is rotated (``"auto"``; stop 40's second
+#: pre-registered rule, docs/derivations.md 3.17)
+TAILS = "auto"
 #: a tail is the training data beyond the TAIL_QUANTILE and 1 - TAIL_QUANTILE quantiles of an axis; the central
 #: range between them goes onto [-1, 1] and each tail onto at most TAIL_LENGTH beside it (never stretched)
 TAIL_QUANTILE = 0.001
@@ -390,8 +390,8 @@ class BeliefNetwork:
         training quantiles) onto at most 0.1 beside the central range's [-1, 1]
         before the range map, so that an isolated extreme does not squeeze the
         bulk into a small part of the unit interval (docs/derivations.md section
-        3.17). "auto": where the map is rotated. Never with ``inputs``. Off by
-        default (:data:`TAILS`).
+        3.17). "auto" (the default, :data:`TAILS`): where the map is rotated.
+        Never with ``inputs``.
     """
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,

@@ -205,7 +205,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     :data:`chefs.density.ROTATE`), labelled ``",rotate"`` when on and ``",rotate=auto"`` when
     each data set's thin-axis rule decides (every run before stop 38 had it off, and every run
     before stop 39 unlabelled had it off). ``tails``: compressed outer tails of the unit map's
-    axes (default :data:`chefs.density.TAILS`, off), labelled ``",tails"`` when on and
+    axes (default :data:`chefs.density.TAILS`, with the rotation), labelled ``",tails"`` when on and
     ``",tails=auto"`` when they go with the rotation (every run before stop 40 had them off)."""
     from ..density import MARGIN, PILOTS, ROTATE, TAILS, check_margin, check_rotate, check_tails
 
@@ -501,7 +501,8 @@ def _rows_to_resume(path: Path, label: str) -> list[dict]:
     if other:
         raise ValueError(f"{path} was written with other settings ({'; '.join(other)}) than this run ({label}): "
                          "resume with the same --quick/--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails "
-                         "(a run started before stop 39 without --rotate: --no-rotate)")
+                         "(a run started before stop 39 without --rotate: --no-rotate --no-tails; before stop 40 without "
+                         "--tails: --no-tails)")
     return rows
 
 

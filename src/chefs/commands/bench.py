@@ -47,7 +47,8 @@ def register(sub) -> None:
                         "3.15)")
     t.add_argument("--tails", action=argparse.BooleanOptionalAction, default=None,
                    help="belief networks: compress the outer tails of the unit map's axes (rows labelled ',tails'), "
-                        "or never (--no-tails, unlabelled; the default, chefs.density.TAILS; docs/derivations.md 3.17)")
+                        "or never (--no-tails, unlabelled); default: where the map is rotated (chefs.density.TAILS = "
+                        "'auto', rows labelled ',tails=auto'; docs/derivations.md 3.17)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "

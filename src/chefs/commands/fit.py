@@ -68,8 +68,8 @@ def register(sub) -> None:
                         "3.14-3.15); not with --inputs")
     f.add_argument("--tails", action=argparse.BooleanOptionalAction, default=None,
                    help="compress each axis's outer tails (beyond its 0.1%% and 99.9%% training quantiles) before "
-                        "the unit map, so that an isolated extreme does not squeeze the bulk (default: off, "
-                        "chefs.density.TAILS; docs/derivations.md 3.17); not with --inputs")
+                        "the unit map, so that an isolated extreme does not squeeze the bulk; --no-tails: never. Default: "
+                        "where the map is rotated (chefs.density.TAILS; docs/derivations.md 3.17); not with --inputs")
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     f.add_argument("--weight-prior", default=None, metavar="SHAPE,RATE",
@@ -174,7 +174,7 @@ def cmd_fit(args) -> int:
     if net.map_.tailed:
         n = int((net.map_.slopes[[0, 2]] < net.map_.slopes[1]).sum())
         print(f"unit map: {n} outer tail(s) compressed beyond the 0.1% and 99.9% training quantiles "
-              f"({'--tails' if args.tails else 'chefs.density.TAILS'})")
+              f"({'--tails' if args.tails else 'with the rotation; --no-tails keeps the map affine'})")
     elif args.tails and not args.inputs:
         print("unit map: --tails, but no axis has a tail to compress (none longer than 5% of its central range; "
               "with under 1,000 points the 0.1% quantiles lie between the extremes): the map stays affine")
