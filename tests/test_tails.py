@@ -9,11 +9,15 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.integrate import quad
 
 import chefs.density as density
 from chefs.cli import main
 from chefs.density import TAIL_LENGTH, TAIL_QUANTILE, BeliefNetwork, UnitMap, tail_knots
+
+from .test_rotate import _numeric_log_jacobian  # log |det J| by central differences
 
 
 def _with_outlier(n=1000, seed=0):
@@ -50,6 +54,24 @@ def test_knots_and_slopes():
     assert (qlo[0], qhi[0]) == (0.0, 2.0) and below[0] == mid[0] == above[0] == 1.0
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(20, 3000), st.floats(0.0, 50.0), st.floats(0.01, 100.0))
+def test_tail_map_is_monotone_invertible_and_never_stretches(seed, n, outlier, scale):
+    """For any sample (normal bulk, one point ``outlier`` standard deviations out, any scale):
+    the map is increasing, sends the quantiles to -1 and 1, its tails are never steeper than the
+    bulk and span at most TAIL_LENGTH over the training range, and its inverse undoes it."""
+    z = np.append(np.random.default_rng(seed).normal(size=n - 1), outlier)[:, None] * scale
+    knots, slopes = tail_knots(z)
+    assert np.all(slopes[[0, 2]] <= slopes[1]) and np.all(slopes > 0)
+    assert np.allclose(density._compress(knots[:, None, :], knots, slopes)[:, 0, 0], [-1, 1])
+    grid = np.linspace(z.min() - 3 * scale, z.max() + 3 * scale, 501)[:, None]
+    y = density._compress(grid, knots, slopes)
+    assert np.all(np.diff(y[:, 0]) > 0)
+    assert np.allclose(density._expand(y, knots, slopes), grid, rtol=1e-9, atol=1e-9 * scale)
+    yz = density._compress(z, knots, slopes)
+    assert yz.min() >= -1 - TAIL_LENGTH - 1e-9 and yz.max() <= 1 + TAIL_LENGTH + 1e-9
+
+
 def test_map_round_trip_and_extension_beyond_the_training_range():
     X = _with_outlier()
     m = UnitMap.fit(X, 0.3, tails=True)
@@ -71,19 +93,9 @@ def test_map_round_trip_and_extension_beyond_the_training_range():
         m.log_jacobian()
 
 
-def _numeric_log_jacobian(m: UnitMap, x: np.ndarray, h: float = 1e-6) -> float:
-    D = x.size
-    J = np.empty((D, D))
-    for j in range(D):
-        e = np.zeros(D)
-        e[j] = h
-        J[:, j] = (m.forward(x + e) - m.forward(x - e)) / (2 * h)
-    return float(np.linalg.slogdet(J)[1])
-
-
 def _jacobian_gap(m: UnitMap, X: np.ndarray) -> float:
     """The largest |formula - central differences| of log |det J| over the rows of ``X``."""
-    return max(abs(a - _numeric_log_jacobian(m, x)) for a, x in zip(m.log_jacobian_points(X), X))
+    return max(abs(a - _numeric_log_jacobian(m, x, h=1e-6)) for a, x in zip(m.log_jacobian_points(X), X))
 
 
 def test_per_point_jacobian_of_the_rotated_map_with_tails(monkeypatch):

@@ -175,7 +175,7 @@ def cmd_fit(args) -> int:
         n = int((net.map_.slopes[[0, 2]] < net.map_.slopes[1]).sum())
         print(f"unit map: {n} outer tail(s) compressed beyond the 0.1% and 99.9% training quantiles "
               f"({'--tails' if args.tails else 'with the rotation; --no-tails keeps the map affine'})")
-    elif args.tails and not args.inputs:
+    elif args.tails:  # (--tails with --inputs is refused before the fit)
         print("unit map: --tails, but no axis has a tail to compress (none longer than 5% of its central range; "
               "with under 1,000 points the 0.1% quantiles lie between the extremes): the map stays affine")
     diag = net.diagnostics()
