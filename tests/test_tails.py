@@ -186,13 +186,25 @@ def test_fit_load_and_fantasy_with_tails(tmp_path):
     assert np.allclose(np.load(tmp_path / "r" / "train01.npy"), net.map_.forward(X))
 
 
-def test_tails_refuses_what_it_cannot_do():
+def test_tails_refuses_what_it_cannot_do(tmp_path):
     for bad in ("yes", 1, None):
         with pytest.raises(ValueError, match="tails must be True, False or 'auto'"):
             BeliefNetwork(tails=bad)
     X = _with_outlier(60)
     with pytest.raises(ValueError, match="tails=False"):
         BeliefNetwork(tails=True, inputs=[0], sweeps=4, burn_in=2, thin=2, progress=False).fit(np.hstack([X, X]))
+    from chefs.causal import CausalDiscovery
+
+    with pytest.raises(ValueError, match="tails must be False"):
+        CausalDiscovery(tails=True)
+    # imputation averages unit values and maps the mean back, which only an affine map allows
+    Y = np.hstack([_with_outlier(), _with_outlier(seed=1)])
+    net = BeliefNetwork(sweeps=4, burn_in=2, thin=2, pilots=1, tails=True, out=tmp_path / "t", progress=False).fit(Y)
+    assert net.map_.tailed
+    mask = np.zeros_like(Y, bool)
+    mask[0, 1] = True
+    with pytest.raises(ValueError, match="imputation needs a network fitted with tails=False"):
+        net.predict_missing(np.where(mask, np.nan, Y), mask)
 
 
 def test_cli_tails_flag(tmp_path, capsys):
@@ -211,7 +223,7 @@ def test_cli_tails_flag(tmp_path, capsys):
     np.savetxt(small, _thin_with_outlier(80), delimiter=",")
     assert main(["fit", "--data", str(small), "--out", str(tmp_path / "s"), "--tails"] + short) == 0
     assert "knots" not in json.loads((tmp_path / "s" / "unitmap.json").read_text())
-    assert "no axis has a tail to compress" in capsys.readouterr().out
+    assert "longer than 5% of its axis's central range" in capsys.readouterr().out
 
 
 def test_table1_settings_label_tails():

@@ -328,8 +328,9 @@ class CausalDiscovery(BeliefNetwork):
     free (U(0, 1) a priori under the ICP, eq. 9 of 002; moved by the order moves of
     eq. 16), so observed variables may be parents of each other and hidden units
     are latent causes or mediators. Every keyword of ``BeliefNetwork`` applies
-    except ``inputs`` (conditioning on inputs fixes orders) and ``rotate`` (always
-    False: the variables themselves are the observed units). Defaults here: one pilot
+    except ``inputs`` (conditioning on inputs fixes orders), ``rotate`` (always
+    False: the variables themselves are the observed units) and ``tails`` (always
+    False: each variable's scale stays affine). Defaults here: one pilot
     per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
     available but untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of
     the documented results, whatever the belief network's default).
@@ -349,9 +350,13 @@ class CausalDiscovery(BeliefNetwork):
             raise ValueError("causal discovery has no input columns: every observed order is free")
         if kw.pop("rotate", False):
             raise ValueError("causal discovery needs the variables themselves as observed units: rotate must be False")
+        if kw.pop("tails", False):
+            raise ValueError("causal discovery keeps each variable's scale affine (its mechanisms act on it): "
+                             "tails must be False")
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
-        super().__init__(*args, pilots=pilots, margin=CAUSAL_MARGIN if margin is None else margin, rotate=False, **kw)
+        super().__init__(*args, pilots=pilots, margin=CAUSAL_MARGIN if margin is None else margin, rotate=False,
+                         tails=False, **kw)
 
     def _observed_orders(self, D: int):
         return None  # free: U(0, 1) a priori, sampled

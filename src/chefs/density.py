@@ -391,7 +391,7 @@ class BeliefNetwork:
         before the range map, so that an isolated extreme does not squeeze the
         bulk into a small part of the unit interval (docs/derivations.md section
         3.17). "auto" (the default, :data:`TAILS`): where the map is rotated.
-        Never with ``inputs``.
+        Never with ``inputs``. A network with compressed tails cannot impute.
     """
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,

@@ -160,6 +160,9 @@ def _check_inputs(net, X, mask):
         raise ValueError("this network was fitted on rotated data (rotate=True, or the default rotate='auto' on "
                          "data with a thin principal axis), whose units mix the columns: imputation needs a network "
                          "fitted with rotate=False")
+    if net.map_.tailed:  # the mean of the unit values maps back to the mean of the data only through an affine map
+        raise ValueError("this network was fitted with compressed tails (tails=True), whose unit map is not affine: "
+                         "imputation needs a network fitted with tails=False")
     D = net.map_.lo.size
     try:
         X = np.array(X, dtype=float)

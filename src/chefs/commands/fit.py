@@ -176,8 +176,9 @@ def cmd_fit(args) -> int:
         print(f"unit map: {n} outer tail(s) compressed beyond the 0.1% and 99.9% training quantiles "
               f"({'--tails' if args.tails else 'with the rotation; --no-tails keeps the map affine'})")
     elif args.tails:  # (--tails with --inputs is refused before the fit)
-        print("unit map: --tails, but no axis has a tail to compress (none longer than 5% of its central range; "
-              "with under 1,000 points the 0.1% quantiles lie between the extremes): the map stays affine")
+        print("unit map: --tails, but no tail beyond the 0.1% and 99.9% quantiles is longer than 5% of its axis's "
+              "central range (with under 1,000 points those quantiles lie in the gaps between the most extreme "
+              "values): the map stays affine")
     diag = net.diagnostics()
     def rate(k, v):  # n/a: a move the prior or the settings never propose (order/depth under the CIBP, slice)
         props = diag["proposals"].get(k) or []
