@@ -126,9 +126,14 @@ def test_rotate_refuses_what_it_cannot_do(tmp_path):
     with pytest.raises(ValueError, match="rotate must be False"):
         CausalDiscovery(rotate=True)
     net = BeliefNetwork(sweeps=4, burn_in=2, thin=2, rotate=True, pilots=1, out=tmp_path / "r", progress=False).fit(X)
+    assert_cannot_impute(net, X, "rotate=False")
+
+
+def assert_cannot_impute(net: BeliefNetwork, X: np.ndarray, match: str) -> None:
+    """``predict_missing`` of one hidden entry of ``X`` is refused with an error matching ``match``."""
     mask = np.zeros_like(X, bool)
     mask[0, 1] = True
-    with pytest.raises(ValueError, match="rotate=False"):
+    with pytest.raises(ValueError, match=match):
         net.predict_missing(np.where(mask, np.nan, X), mask)
 
 

@@ -17,7 +17,7 @@ import chefs.density as density
 from chefs.cli import main
 from chefs.density import TAIL_LENGTH, TAIL_QUANTILE, BeliefNetwork, UnitMap, tail_knots
 
-from .test_rotate import _numeric_log_jacobian  # log |det J| by central differences
+from .test_rotate import _numeric_log_jacobian, assert_cannot_impute  # shared with the rotated map's tests
 
 
 def _with_outlier(n=1000, seed=0):
@@ -93,6 +93,11 @@ def test_map_round_trip_and_extension_beyond_the_training_range():
         m.log_jacobian()
 
 
+def _num(m: UnitMap) -> int:
+    """The compressed tails counted from the slopes directly."""
+    return sum(int(m.slopes[k, d] < m.slopes[1, d]) for k in (0, 2) for d in range(m.slopes.shape[1]))
+
+
 def _jacobian_gap(m: UnitMap, X: np.ndarray) -> float:
     """The largest |formula - central differences| of log |det J| over the rows of ``X``."""
     return max(abs(a - _numeric_log_jacobian(m, x, h=1e-6)) for a, x in zip(m.log_jacobian_points(X), X))
@@ -101,7 +106,7 @@ def _jacobian_gap(m: UnitMap, X: np.ndarray) -> float:
 def test_per_point_jacobian_of_the_rotated_map_with_tails(monkeypatch):
     X = _thin_with_outlier()
     m = UnitMap.fit(X, 0.3, rotate="auto", tails="auto")
-    assert m.rotated and m.tailed
+    assert m.rotated and m.tailed and m.compressed_tails == _num(m)
     # points in the bulk, in compressed tails (the outlier's neighbourhood) and beyond the training range,
     # none within 1e-4 of a knot (where the slope jumps)
     pts = np.vstack([X[1:40], [[8.0, 0.1, 8.2], [-5.0, 4.0, -1.0], [14.0, -2.0, 12.0]]])
@@ -201,10 +206,7 @@ def test_tails_refuses_what_it_cannot_do(tmp_path):
     Y = np.hstack([_with_outlier(), _with_outlier(seed=1)])
     net = BeliefNetwork(sweeps=4, burn_in=2, thin=2, pilots=1, tails=True, out=tmp_path / "t", progress=False).fit(Y)
     assert net.map_.tailed
-    mask = np.zeros_like(Y, bool)
-    mask[0, 1] = True
-    with pytest.raises(ValueError, match="imputation needs a network fitted with tails=False"):
-        net.predict_missing(np.where(mask, np.nan, Y), mask)
+    assert_cannot_impute(net, Y, "imputation needs a network fitted with tails=False")
 
 
 def test_cli_tails_flag(tmp_path, capsys):

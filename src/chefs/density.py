@@ -182,7 +182,7 @@ class UnitMap:
                     Z, rot = R, {"center": center, "spread": spread, "rotation": rotation}
         if tails is True or (tails == "auto" and rot):
             knots, slopes = tail_knots(Z)
-            if (slopes[[0, 2]] < slopes[1]).any():  # with no tail to compress the map stays affine
+            if _num_compressed(slopes):  # with no tail to compress the map stays affine
                 Z, rot = _compress(Z, knots, slopes), {**rot, "knots": knots, "slopes": slopes}
         return cls(Z.min(axis=0), Z.max(axis=0), margin, **rot)
 
@@ -194,6 +194,11 @@ class UnitMap:
     def tailed(self) -> bool:
         """Are the axes' outer tails compressed (``tails``)?"""
         return self.knots is not None
+
+    @property
+    def compressed_tails(self) -> int:
+        """How many outer tails (two per axis at most) the map compresses."""
+        return _num_compressed(self.slopes) if self.tailed else 0
 
     @property
     def scale(self) -> np.ndarray:
@@ -225,7 +230,7 @@ class UnitMap:
         if self.tailed:
             raise ValueError("a unit map with compressed tails has a Jacobian per point: use log_jacobian_points")
         if columns is None:
-            return float(np.sum(np.log(self.scale)) - (np.sum(np.log(self.spread)) if self.rotated else 0.0))
+            return self._log_jacobian_affine()
         if self.rotated:
             raise ValueError("a rotated unit map mixes the columns: its Jacobian has no per-column part")
         return float(np.sum(np.log(self.scale[list(columns)])))
@@ -238,8 +243,11 @@ class UnitMap:
             return np.full(X.shape[0], self.log_jacobian(columns))
         if columns is not None:
             raise ValueError("a unit map with compressed tails has no per-column Jacobian: fit with tails=False")
-        const = np.sum(np.log(self.scale)) - (np.sum(np.log(self.spread)) if self.rotated else 0.0)
-        return const + _log_slope(self._axes(X), self.knots, self.slopes)
+        return self._log_jacobian_affine() + _log_slope(self._axes(X), self.knots, self.slopes)
+
+    def _log_jacobian_affine(self) -> float:
+        """The range map's and the standardisation's part of the Jacobian (the same for every point)."""
+        return float(np.sum(np.log(self.scale)) - (np.sum(np.log(self.spread)) if self.rotated else 0.0))
 
     def to_dict(self) -> dict:
         d = {"lo": self.lo.tolist(), "hi": self.hi.tolist(), "margin": self.margin}
@@ -255,6 +263,11 @@ class UnitMap:
                                                                                  else ())
         return cls(np.asarray(d["lo"], float), np.asarray(d["hi"], float),
                    check_margin(d.get("margin", LEGACY_MARGIN)), **{k: np.asarray(d[k], float) for k in keys})
+
+
+def _num_compressed(slopes) -> int:
+    """How many tails :func:`tail_knots`'s ``slopes`` compress (flatter than the central slope)."""
+    return int((slopes[[0, 2]] < slopes[1]).sum())
 
 
 def _compress(Z, knots, slopes):

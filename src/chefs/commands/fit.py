@@ -172,8 +172,7 @@ def cmd_fit(args) -> int:
         print("unit map: the standardised columns rotated onto the training data's principal axes "
               f"({'--rotate' if args.rotate else 'a thin axis; --no-rotate keeps the columns'})")
     if net.map_.tailed:
-        n = int((net.map_.slopes[[0, 2]] < net.map_.slopes[1]).sum())
-        print(f"unit map: {n} outer tail(s) compressed beyond the 0.1% and 99.9% training quantiles "
+        print(f"unit map: {net.map_.compressed_tails} outer tail(s) compressed beyond the 0.1% and 99.9% training quantiles "
               f"({'--tails' if args.tails else 'with the rotation; --no-tails keeps the map affine'})")
     elif args.tails:  # (--tails with --inputs is refused before the fit)
         print("unit map: --tails, but no tail beyond the 0.1% and 99.9% quantiles is longer than 5% of its axis's "
