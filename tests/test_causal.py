@@ -267,16 +267,18 @@ def test_fit_writes_the_summaries_and_load_reads_them(tmp_path):
 
 
 def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
-    """Causal runs store one start per chain, with the observed units at different orders (chains from
-    one shared start kept its order and agreed for that reason; docs/derivations.md 3.8), and each chain,
-    its pilots included, starts from its own. Chain 0's start is the shared start of older runs; a density
-    run keeps one shared start; an empty start stores none; a bad chain count keeps its ValueError."""
+    """With ``start="prior"``, causal runs store one start per chain, with the observed units at different
+    orders (chains from one shared start kept its order and agreed for that reason; docs/derivations.md 3.8),
+    and each chain, its pilots included, starts from its own. Chain 0's start is the shared start of older
+    runs; a density run keeps one shared start; an empty start stores none; a bad chain count keeps its
+    ValueError."""
     from chefs.mcmc import run as run_mod
     from chefs.mcmc.run import create_run
     from chefs.priors.icp import ICP
 
     run = tmp_path / "run"
-    cd = CausalDiscovery(seed=5, chains=3, out=run, sweeps=4, burn_in=2, thin=1, progress=False).fit(_data(60))
+    cd = CausalDiscovery(seed=5, chains=3, out=run, sweeps=4, burn_in=2, thin=1, progress=False,
+                         start="prior").fit(_data(60))
     spec = json.loads((run / "config.json").read_text())
     assert spec["initial_graph"] is None and len(spec["initial_graphs"]) == 3
     dis = json.loads((run / "causal.json").read_text())["chain_disagreement"]
@@ -331,6 +333,76 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
         create_run(tmp_path / "bad", config, 4, chains=2, initial_graphs=[old])
     with pytest.raises(ValueError, match="not both"):
         create_run(tmp_path / "bad", config, 4, chains=1, initial_graph=old, initial_graphs=[old])
+
+
+# ------------------------------------------------------ residual-order start
+def _anm_chain(seed, n=500):
+    """x -> y -> z, nonlinear mechanisms with additive Gaussian noise (identifiable: docs/derivations.md 3.8)."""
+    r = np.random.default_rng(seed)
+    x = r.normal(size=n)
+    y = np.tanh(2 * x) + 0.3 * r.normal(size=n)
+    z = 1 / (1 + np.exp(-3 * y)) + 0.1 * r.normal(size=n)
+    return np.c_[x, y, z]
+
+
+def test_normalised_hsic_separates_independence_from_dependence():
+    from chefs.causal import normalised_hsic
+
+    r = np.random.default_rng(1)
+    a, B = r.normal(size=300), r.normal(size=(300, 2))
+    assert 0 <= normalised_hsic(a, B) < 0.05
+    assert normalised_hsic(a, np.c_[a ** 2, B[:, 0]]) > 0.2          # dependent, though uncorrelated
+    assert normalised_hsic(5 * a + 1, B) == pytest.approx(normalised_hsic(a, B))  # the bandwidth follows the scale
+    assert normalised_hsic(a, a) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_residual_order_recovers_an_additive_noise_chain(monkeypatch, planted):
+    """The ordering of chefs.causal.residual_order finds x -> y -> z in every column order, on three
+    seeds. Control: with the dependence score negated (the most dependent residual taken as the sink) it
+    does not."""
+    import itertools
+
+    import chefs.causal as cc
+
+    if planted:
+        real = cc.normalised_hsic
+        monkeypatch.setattr(cc, "normalised_hsic", lambda a, B: -real(a, B))
+    found = []
+    for seed in range(3):
+        X = _anm_chain(seed)
+        for perm in itertools.permutations(range(3)):
+            order = cc.residual_order(X[:, perm], rng=seed)
+            found.append([perm[j] for j in order] == [0, 1, 2])
+    assert (not any(found)) if planted else all(found), found
+    with pytest.raises(ValueError, match="constant"):
+        cc.residual_order(np.c_[np.ones(20), np.arange(20.0)])
+
+
+def test_residual_start_is_stored_per_chain(tmp_path):
+    """start="residual" (the default): chain 0 starts at the prior recipe drawn with the observed units at
+    order_values(residual_order(data)), chain c > 0 at that of a bootstrap resample; the stored starts are
+    exactly those draws (written out), so `chefs resume` and the chains read them. Bad values are refused."""
+    import chefs.causal as cc
+    from chefs.priors.icp import ICP
+
+    assert cc.START == "residual" and CausalDiscovery().start == "residual"
+    X = _anm_chain(4, n=200)[:, [2, 0, 1]]   # columns z, x, y
+    run = tmp_path / "run"
+    cd = CausalDiscovery(seed=5, chains=2, out=run, sweeps=4, burn_in=2, thin=1, progress=False).fit(X)
+    spec = json.loads((run / "config.json").read_text())
+    gamma = cd.init_hidden / sum(1.0 / (1.0 + r) for r in range(3))
+    for c, g in enumerate(spec["initial_graphs"]):
+        data = X if c == 0 else X[np.random.default_rng([5, 7919, c, 1]).integers(0, 200, 200)]
+        theta = cc.order_values(cc.residual_order(data, [5, 7919, c, 2]), 3)
+        rng = np.random.default_rng([5, 7919] if c == 0 else [5, 7919, c])
+        want = ICP(1.0, gamma, cd.phi).sample(rng, 3, observed_order=theta.tolist(), max_nodes=20 * 53)
+        assert g == want.to_dict()
+        assert np.argsort(-np.asarray(g["theta"])[np.asarray(g["observed"])]).tolist() == [1, 2, 0]  # x, y, z
+    np.testing.assert_allclose(cc.order_values([2, 0, 1], 3), [0.5, 0.05, 0.95])
+    assert not hasattr(cd, "_start_data")
+    with pytest.raises(ValueError, match="start must be one of"):
+        CausalDiscovery(start="oracle")
 
 
 def test_chain_disagreement_counts_pairs_apart_by_more_than_the_threshold():

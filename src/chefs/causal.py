@@ -43,6 +43,11 @@ EDGE_COLUMNS = ("source", "target", "p_edge", "p_ancestor", "p_confounded")
 # O(D^2 N) in the edge pass alone and the order moves mix over D! rankings; beyond it a
 # run does not finish in any reasonable budget on a small machine (docs/derivations.md 3.8).
 MAX_COLUMNS = 30
+#: how each chain's observed orders start: "residual" (the default since stop 41: a residual-independence
+#: ordering of the data, chain 0 on the data and chain c > 0 on a bootstrap resample) or "prior" (a prior draw
+#: per chain, as at stops 34-40); docs/derivations.md 3.8, "A start at a residual-independence order"
+STARTS = ("residual", "prior")
+START = "residual"
 
 
 # ------------------------------------------------------------------ relations
@@ -316,6 +321,74 @@ def check_causal_data(X, names=None, max_columns: int = MAX_COLUMNS) -> tuple[np
     return X, names
 
 
+# ------------------------------------------------------------------ start
+def _centred_gram(A: np.ndarray) -> np.ndarray:
+    """The doubly centred Gaussian kernel matrix of the rows of ``A`` (n, d), bandwidth by the median
+    heuristic (the median squared distance between distinct rows)."""
+    sq = np.sum(A * A, axis=1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (A @ A.T), 0.0)
+    med = float(np.median(d2[np.triu_indices_from(d2, 1)]))
+    K = np.exp(-d2 / med) if med > 0 else np.ones_like(d2)
+    K -= K.mean(axis=0)[None, :]
+    K -= K.mean(axis=1)[:, None]
+    return K
+
+
+def normalised_hsic(a: np.ndarray, B: np.ndarray) -> float:
+    """The normalised Hilbert-Schmidt independence criterion of the rows of ``a`` (n,) or (n, p) and ``B``
+    (n, q): <Ka, Kb> / (|Ka| |Kb|) of the centred Gaussian kernel matrices (median-heuristic bandwidths),
+    in [0, 1]; near 0 for independent samples. O(n^2) memory and time."""
+    a = np.asarray(a, float).reshape(len(a), -1)
+    B = np.asarray(B, float).reshape(len(B), -1)
+    Ka, Kb = _centred_gram(a), _centred_gram(B)
+    den = float(np.sqrt(np.sum(Ka * Ka) * np.sum(Kb * Kb)))
+    return float(np.sum(Ka * Kb) / den) if den > 0 else 0.0
+
+
+def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: float = 1.0) -> list[int]:
+    """A causal order of the columns of ``X`` (roots first) by residual independence: the ordering
+    phase of RESIT (Peters et al. 2014, "Causal discovery with continuous additive noise models").
+    Among the columns not yet placed, each is regressed on the others by an additive cubic spline
+    (scikit-learn's ``SplineTransformer`` with ``n_knots`` knots and a ridge penalty ``ridge``, on
+    standardised columns), and the one whose residual is least dependent on those others
+    (:func:`normalised_hsic` on ``max_points`` rows drawn by ``rng``) is the next sink. Under an
+    additive-noise model without hidden causes the sink's residual is the noise, independent of the
+    rest. Used only to start the chains of :class:`CausalDiscovery` (docs/derivations.md 3.8): the
+    sampler's target does not involve it."""
+    from sklearn.linear_model import Ridge
+    from sklearn.preprocessing import SplineTransformer
+
+    X = np.asarray(X, float)
+    N, D = X.shape
+    sd = X.std(axis=0)
+    if X.ndim != 2 or N < 2 or np.any(sd <= 0) or not np.all(np.isfinite(X)):
+        raise ValueError("residual_order needs a finite 2-D array with at least two rows and no constant column")
+    Z = (X - X.mean(axis=0)) / sd
+    rng = np.random.default_rng(rng)
+    rows = np.sort(rng.choice(N, max_points, replace=False)) if N > max_points else np.arange(N)
+    remaining, sinks = list(range(D)), []
+    while len(remaining) > 1:
+        best = None
+        for j in remaining:
+            others = [k for k in remaining if k != j]
+            F = SplineTransformer(n_knots=n_knots, degree=3).fit_transform(Z[:, others])
+            r = Z[:, j] - Ridge(alpha=ridge).fit(F, Z[:, j]).predict(F)
+            score = normalised_hsic(r[rows], Z[np.ix_(rows, others)])
+            if best is None or score < best[0]:
+                best = (score, j)
+        sinks.append(best[1])
+        remaining.remove(best[1])
+    return remaining + sinks[::-1]
+
+
+def order_values(order, D: int) -> np.ndarray:
+    """Order values (theta) of D observed units for a causal order (roots first): evenly spaced in
+    [0.05, 0.95], the first root highest (parents sit above their children)."""
+    theta = np.empty(D)
+    theta[np.asarray(order, dtype=int)] = 0.95 - 0.9 * np.arange(D) / max(D - 1, 1)
+    return theta
+
+
 # ------------------------------------------------------------------ estimator
 #: unit-map margin of causal discovery: 0.3, at which docs/results-causal.md was measured
 CAUSAL_MARGIN = 0.3
@@ -335,6 +408,14 @@ class CausalDiscovery(BeliefNetwork):
     available but untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of
     the documented results, whatever the belief network's default).
 
+    ``start``: where each chain's observed orders begin (:data:`START`). "residual"
+    (the default): at a causal order of the data by residual independence
+    (:func:`residual_order`), chain 0 on the data and chain c > 0 on a bootstrap
+    resample of the rows; "prior": at a random prior draw per chain (stops 34-40).
+    The chains mix slowly over the observed orders, so the start shapes the answer:
+    on development SEMs the ancestral F1 is about twice that of the prior start
+    (docs/results-causal.md, stop 41). The orders are free and sampled from there on.
+
     After :meth:`fit`, ``summary_`` holds a :class:`CausalSummary` and the run
     directory holds ``edges.csv``, ``causal.json`` (the confounder-count
     posterior) and ``columns.json`` (the variables' names).
@@ -342,9 +423,13 @@ class CausalDiscovery(BeliefNetwork):
     summaries mean.
     """
 
-    def __init__(self, *args, pilots: int = 1, threshold: float = 0.5, margin: float | None = None, **kw):
+    def __init__(self, *args, pilots: int = 1, threshold: float = 0.5, margin: float | None = None,
+                 start: str = START, **kw):
         if not 0 <= threshold < 1:
             raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
+        if start not in STARTS:
+            raise ValueError(f"start must be one of {', '.join(STARTS)}, got {start!r}")
+        self.start = start
         self.threshold = float(threshold)
         if kw.get("inputs"):
             raise ValueError("causal discovery has no input columns: every observed order is free")
@@ -371,6 +456,28 @@ class CausalDiscovery(BeliefNetwork):
             return None
         return [self._initial_graph(D, c) for c in range(int(self.chains))]  # checked by check_run_settings
 
+    def _initial_graph(self, D: int, chain: int = 0):
+        """``start="prior"``: the prior draw of :class:`BeliefNetwork` (observed units at random orders).
+        ``start="residual"``: the same recipe (the ICP with gamma set by ``init_hidden``, every hidden
+        unit connected to the data), drawn with the observed units at the order values of
+        :func:`residual_order` (:func:`order_values`), computed on the data for chain 0 and on a
+        bootstrap resample of the rows for chain c > 0, so that chains disagree where the ordering
+        does. Only the start: the orders are free and sampled from there on."""
+        if self.start == "prior" or not self.init_hidden:
+            return super()._initial_graph(D, chain)
+        from .priors.icp import ICP
+
+        X = self._start_data
+        if chain > 0:
+            X = X[np.random.default_rng([self.seed, 7919, chain, 1]).integers(0, len(X), len(X))]
+            if np.any(np.ptp(X, axis=0) <= 0):  # a resample with a constant column: use the data
+                X = self._start_data
+        theta = order_values(residual_order(X, [self.seed, 7919, chain, 2]), D)
+        alpha = 1.0
+        gamma = self.init_hidden / (alpha * sum(1.0 / (alpha + r) for r in range(D)))
+        rng = np.random.default_rng([self.seed, 7919] if chain == 0 else [self.seed, 7919, chain])
+        return ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=theta.tolist(), max_nodes=20 * (D + 50))
+
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
         (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_}))
@@ -382,7 +489,11 @@ class CausalDiscovery(BeliefNetwork):
             names = [str(c) for c in X.columns]
         X, names = check_causal_data(X, names)
         self.names_ = names
-        super().fit(X)
+        self._start_data = X  # read by _initial_graph (the residual start) while the run is created
+        try:
+            super().fit(X)
+        finally:
+            del self._start_data
         self._summarise()
         return self
 
@@ -434,4 +545,5 @@ def is_causal_run(run_dir) -> bool:
 
 
 __all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS",
-           "is_causal_run", "chain_disagreement"]
+           "is_causal_run", "chain_disagreement", "residual_order", "normalised_hsic", "order_values", "START",
+           "STARTS"]

@@ -252,7 +252,8 @@ def run_icp(sem: SEM, settings: dict, run_dir, seed: int, names=None) -> Estimat
     from ..causal import CausalDiscovery
 
     cd = CausalDiscovery(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
-                         chains=settings["chains"], seed=seed, out=run_dir, force=True, progress=False)
+                         chains=settings["chains"], seed=seed, out=run_dir, force=True, progress=False,
+                         start=settings["start"])
     cd.fit(sem.X, names=names)
     s = cd.summary_
     directed = s.p_edge > 0.5
@@ -337,9 +338,13 @@ COLUMNS = ("seed", "num_observed", "num_hidden", "num_samples", "method", "shd",
 
 
 def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: bool = False,
-                  progress=print, real: bool = True) -> list[dict]:
+                  progress=print, real: bool = True, start: str | None = None) -> list[dict]:
     """Run every (seed, method) cell, then (``real``) every method on the Sachs data when the ``cdt``
-    package that ships them is installed; write ``causal.csv``, ``causal.md`` and pictures into ``out``."""
+    package that ships them is installed; write ``causal.csv``, ``causal.md`` and pictures into ``out``.
+    ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default)."""
+    from ..causal import START, STARTS
+
+    start = START if start is None else start
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out takes a directory; {out} is a file")
@@ -348,7 +353,9 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
-    settings = dict(QUICK if quick else FULL)
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {', '.join(STARTS)}, got {start!r}")
+    settings = dict(QUICK if quick else FULL, start=start)
     if seeds is not None:
         settings["seeds"] = list(seeds)
     out.mkdir(parents=True, exist_ok=True)
@@ -468,7 +475,8 @@ def _write(out: Path, rows, calib, skipped, quick, settings) -> None:
         w.writerows(rows)
     lines = [f"# Causal discovery benchmark ({'quick smoke run' if quick else 'full'})", "",
              f"ICP settings: {settings['sweeps']} sweeps, burn-in {settings['burn_in']}, thin {settings['thin']}, "
-             f"{settings['chains']} chain(s); seeds {settings['seeds']}. Generator, comparison rules: "
+             f"{settings['chains']} chain(s), start {settings['start']!r}; seeds {settings['seeds']}. "
+             "Generator, comparison rules: "
              "`chefs.bench.causal` (module docstring). Seconds are CPU seconds of this process and its "
              "finished child processes (the ICP's chains run in a process pool when there are two or more).", ""]
     for why in skipped.values():

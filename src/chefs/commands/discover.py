@@ -14,7 +14,7 @@ from ._util import nonneg_int, positive_float, positive_int, print_chain_compari
 
 
 def register(sub) -> None:
-    from ..causal import CAUSAL_MARGIN, MAX_COLUMNS
+    from ..causal import CAUSAL_MARGIN, MAX_COLUMNS, START, STARTS
 
     d = sub.add_parser("discover", help="posterior over causal graphs with hidden common causes (ICP belief network "
                                         "with free observed orders)")
@@ -39,6 +39,10 @@ def register(sub) -> None:
                         f"{CAUSAL_MARGIN}, that of docs/results-causal.md)")
     d.add_argument("--pilots", type=positive_int, default=1, metavar="P",
                    help="multi-start pilots per chain (docs/derivations.md 3.7)")
+    d.add_argument("--start", choices=STARTS, default=START,
+                   help="where each chain's observed orders begin: 'residual' (default: a residual-independence "
+                        "ordering of the data, chain 0 on the data and the others on bootstrap resamples) or "
+                        "'prior' (a random prior draw per chain)")
     d.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     d.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
@@ -75,7 +79,7 @@ def cmd_discover(args) -> int:
     X, names = check_causal_data(X, names, max_columns=args.max_columns)  # before anything is written
     net = CausalDiscovery(sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains, seed=args.seed,
                           alpha=args.alpha, gamma=args.gamma, phi=args.phi, sample_hyper=not args.fixed_hyper,
-                          margin=args.margin, pilots=args.pilots, structure_warmup=args.warmup,
+                          margin=args.margin, pilots=args.pilots, structure_warmup=args.warmup, start=args.start,
                           num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,
                           progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every)
     net.fit(X, names=names)
@@ -123,6 +127,7 @@ def report(net, out) -> None:
 def register_bench(bench_subparsers) -> None:
     """``chefs bench causal`` under the ``bench`` parser's sub-commands."""
     from ..bench.causal import METHODS
+    from ..causal import START, STARTS
 
     c = bench_subparsers.add_parser("causal", help="causal discovery against PC, FCI, GES, DirectLiNGAM and RCD on "
                                                    "synthetic nonlinear SEMs with hidden confounders")
@@ -133,6 +138,8 @@ def register_bench(bench_subparsers) -> None:
     c.add_argument("--no-real", action="store_true",
                    help="leave out the real data (Sachs et al. 2005, read from the cdt package when installed)")
     c.add_argument("--force", action="store_true", help="replace an existing OUT/causal.csv")
+    c.add_argument("--start", choices=STARTS, default=START,
+                   help="where the ICP's chains start (as chefs discover --start; 'prior' reproduces stops 34-40)")
     c.set_defaults(func=cmd_bench_causal)
 
 
@@ -148,7 +155,8 @@ def cmd_bench_causal(args) -> int:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}") from None
         if not seeds or min(seeds) < 0:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
-    run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real)
+    run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real,
+                  start=args.start)
     out = Path(args.out)
     print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
     print((out / "causal.md").read_text())
