@@ -1,5 +1,5 @@
 """``chefs bench causal``: the ICP causal discovery (:mod:`chefs.causal`) against PC, FCI, GES
-(causal-learn) and DirectLiNGAM, RCD (lingam) on synthetic nonlinear structural equation
+(causal-learn) and DirectLiNGAM, RCD, RESIT (lingam) on synthetic nonlinear structural equation
 models with hidden confounders (issue 23).
 
 Generator (:func:`make_sem`, every draw from ``numpy.random.default_rng(seed)``):
@@ -23,7 +23,9 @@ of pairs whose estimated mark differs from the true one. ICP: i -> j when p_edge
 when p_confounded > 0.5, else none. PC, GES (CPDAGs): directed edges as such, undirected edges as
 "undirected" (always wrong: no partial credit). FCI (PAG): i -> j and i o-> j read as i -> j,
 i <-> j as <->, o-o and --- as "undirected". DirectLiNGAM: B[j, i] != 0 is i -> j. RCD: NaN entries
-are <->, others as DirectLiNGAM. Ancestral relations: ICP p_ancestor > 0.5; the others the
+are <->, others as DirectLiNGAM. RESIT (lingam's, with the random-forest regressor of lingam's
+example, ``max_depth=4``; added at stop 41, since the ICP's chains start at RESIT's ordering): as
+DirectLiNGAM. Ancestral relations: ICP p_ancestor > 0.5; the others the
 transitive closure of their directed edges (for FCI of its i -> j edges only; i o-> j does not
 assert ancestry). AUROC: of p_edge (ICP) or the estimated directed adjacency (others; an undirected
 edge scores 0.5 both ways; DirectLiNGAM and RCD ``|B|``) over ordered pairs against the true directed
@@ -41,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-PEERS = ("pc", "fci", "ges", "directlingam", "rcd")
+PEERS = ("pc", "fci", "ges", "directlingam", "rcd", "resit")
 METHODS = ("icp",) + PEERS
 BINS = np.linspace(0, 1, 6)
 
@@ -312,7 +314,12 @@ def run_peer(name: str, X: np.ndarray) -> Estimate:
         return Estimate(_marks_from(directed, bi, und), _closure(definite), scores)
     import lingam
 
-    model = lingam.DirectLiNGAM() if name == "directlingam" else lingam.RCD()
+    if name == "resit":  # the regressor of lingam's own RESIT example
+        from sklearn.ensemble import RandomForestRegressor
+
+        model = lingam.RESIT(regressor=RandomForestRegressor(max_depth=4, random_state=0), random_state=0)
+    else:
+        model = lingam.DirectLiNGAM() if name == "directlingam" else lingam.RCD()
     model.fit(Xs)
     B = np.asarray(model.adjacency_matrix_, float)  # B[j, i]: i -> j
     bi = np.isnan(B) | np.isnan(B.T)

@@ -129,7 +129,7 @@ def register_bench(bench_subparsers) -> None:
     from ..bench.causal import METHODS
     from ..causal import START, STARTS
 
-    c = bench_subparsers.add_parser("causal", help="causal discovery against PC, FCI, GES, DirectLiNGAM and RCD on "
+    c = bench_subparsers.add_parser("causal", help="causal discovery against PC, FCI, GES, DirectLiNGAM, RCD and RESIT on "
                                                    "synthetic nonlinear SEMs with hidden confounders")
     c.add_argument("--out", required=True, help="output directory (causal.csv, causal.md, pictures, runs/)")
     c.add_argument("--quick", action="store_true", help="three small SEMs and short chains (a smoke run)")
