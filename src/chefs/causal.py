@@ -447,11 +447,13 @@ class CausalDiscovery(BeliefNetwork):
         return None  # free: U(0, 1) a priori, sampled
 
     def _initial_graphs(self, D: int):
-        """Each chain starts at its own prior draw, its observed units at their own random orders
-        (docs/derivations.md 3.8): chains from one shared start agreed with each other because
-        they kept its order, which made the chain comparison blind to that. Chain 0's start is
-        the shared start of runs before stop 34. None for an empty start (``init_hidden=0``:
-        each chain then draws its observed orders from its own stream)."""
+        """One start per chain (:meth:`_initial_graph`: at a residual-independence order, chain c > 0
+        on a bootstrap resample, or at its own prior draw with ``start="prior"``;
+        docs/derivations.md 3.8): chains from one shared start agreed with each other because
+        they kept its order, which made the chain comparison blind to that. With
+        ``start="prior"``, chain 0's start is the shared start of runs before stop 34. None for
+        an empty start (``init_hidden=0``: each chain then draws its observed orders from its
+        own stream, whatever ``start`` says)."""
         if not self.init_hidden:
             return None
         return [self._initial_graph(D, c) for c in range(int(self.chains))]  # checked by check_run_settings

@@ -24,8 +24,8 @@ def register(sub) -> None:
     d.add_argument("--data-dir", default=None, help="directory with the UCI/R files (default: $CHEFS_DATA)")
     d.add_argument("--out", required=True, help="run directory")
     d.add_argument("--chains", type=positive_int, default=2,
-                   help="chains, each started at its own prior draw (the observed variables at their own random "
-                        "orders), so that `chefs summary` shows whether they disagree (default 2)")
+                   help="chains, each from its own start (see --start; chain 1 on a bootstrap resample), so that "
+                        "`chefs summary` shows whether they disagree (default 2)")
     d.add_argument("--sweeps", type=positive_int, default=2000)
     d.add_argument("--burn-in", type=nonneg_int, default=1000)
     d.add_argument("--thin", type=positive_int, default=10)

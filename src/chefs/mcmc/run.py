@@ -113,7 +113,7 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
 
     ``initial_graph``: one starting structure shared by every chain (None: the observed
     nodes alone). ``initial_graphs``: one per chain instead (a list of ``chains`` DAGs;
-    docs/derivations.md 3.8: causal discovery starts each chain at its own prior draw)."""
+    docs/derivations.md 3.8: causal discovery starts each chain at its own start)."""
     check_run_settings(sweeps, burn_in, thin, chains, seed, checkpoint_every)
     if initial_graphs is not None:
         if initial_graph is not None:
