@@ -55,7 +55,7 @@ def main(argv=None) -> None:
               ("ICP, residual start", [r for r in new if r["method"] == "icp"])]
     series += [(m.upper() if m != "resit" else "RESIT", [r for r in new if r["method"] == m])
                for m in args.peers.split(",")]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.6), gridspec_kw={"width_ratios": [2.2, 1]})
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.4), gridspec_kw={"width_ratios": [2.2, 1]})
     width = 0.8 / len(series)
     for k, (name, rows) in enumerate(series):
         f1 = {int(r["seed"]): float(r["anc_f1"]) for r in rows if r["seed"].isdigit() and r["anc_f1"] != ""}
@@ -68,7 +68,7 @@ def main(argv=None) -> None:
     ax.set_xlabel("SEM seed (H = hidden confounders)")
     ax.set_ylabel("ancestral-relation F1")
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=8, ncol=2, loc="upper left")
+    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     ax.set_title("Ancestral F1 per synthetic SEM")
     bx.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--")
     for name, run, mk in (("ICP, prior start", args.old, "o"), ("ICP, residual start", args.new, "s")):
