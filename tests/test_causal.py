@@ -325,7 +325,7 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
     BeliefNetwork(seed=5, chains=2, out=dens, sweeps=4, burn_in=2, thin=1, progress=False, pilots=1).fit(_data(60))
     spec = json.loads((dens / "config.json").read_text())
     assert "initial_graphs" not in spec and spec["initial_graph"] is not None
-    assert CausalDiscovery(chains=2, init_hidden=0)._initial_graphs(3) is None
+    assert CausalDiscovery(chains=2, init_hidden=0, start="prior")._initial_graphs(3) is None
     with pytest.raises(ValueError, match="chains must be an integer"):
         CausalDiscovery(chains=0, out=tmp_path / "zero", **FAST).fit(_data(60))
     config = ChainConfig(2, None, 1.0, 1.0, 1.0)
@@ -354,6 +354,10 @@ def test_normalised_hsic_separates_independence_from_dependence():
     assert normalised_hsic(a, np.c_[a ** 2, B[:, 0]]) > 0.2          # dependent, though uncorrelated
     assert normalised_hsic(5 * a + 1, B) == pytest.approx(normalised_hsic(a, B))  # the bandwidth follows the scale
     assert normalised_hsic(a, a) == pytest.approx(1.0)
+    # ties (discrete data, bootstrap duplicates) keep a bandwidth: a mostly-constant binary column is
+    # still seen to depend on what it is a function of
+    b = (a > 1.0).astype(float)
+    assert np.mean(b) < 0.2 and normalised_hsic(b, a) > 0.2
 
 
 @pytest.mark.parametrize("planted", [False, True])
@@ -379,30 +383,49 @@ def test_residual_order_recovers_an_additive_noise_chain(monkeypatch, planted):
         cc.residual_order(np.c_[np.ones(20), np.arange(20.0)])
 
 
-def test_residual_start_is_stored_per_chain(tmp_path):
+def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
     """start="residual" (the default): chain 0 starts at the prior recipe drawn with the observed units at
-    order_values(residual_order(data)), chain c > 0 at that of a bootstrap resample; the stored starts are
-    exactly those draws (written out), so `chefs resume` and the chains read them. Bad values are refused."""
+    order_values(residual_order(data)), chain c > 0 at that of a bootstrap resample, and the stored starts
+    leave every order free (the ICP sampler marks orders it is given as fixed; a fixed flag would freeze
+    them for the whole run), so the order moves change them. init_hidden=0 starts at the observed units
+    alone at those orders. The start is recorded with the run. Bad values are refused."""
     import chefs.causal as cc
+    from chefs.graph import DAG
+    from chefs.mcmc.diagnostics import kept_graphs
     from chefs.priors.icp import ICP
 
     assert cc.START == "residual" and CausalDiscovery().start == "residual"
-    X = _anm_chain(4, n=200)[:, [2, 0, 1]]   # columns z, x, y
+    X = _anm_chain(4)[:, [2, 0, 1]]   # columns z, x, y
     run = tmp_path / "run"
-    cd = CausalDiscovery(seed=5, chains=2, out=run, sweeps=4, burn_in=2, thin=1, progress=False).fit(X)
+    cd = CausalDiscovery(seed=5, chains=2, out=run, sweeps=40, burn_in=10, thin=1, progress=False).fit(X)
     spec = json.loads((run / "config.json").read_text())
     gamma = cd.init_hidden / sum(1.0 / (1.0 + r) for r in range(3))
     for c, g in enumerate(spec["initial_graphs"]):
-        data = X if c == 0 else X[np.random.default_rng([5, 7919, c, 1]).integers(0, 200, 200)]
+        assert "fixed" not in g
+        data = X if c == 0 else X[np.random.default_rng([5, 7919, c, 1]).integers(0, 500, 500)]
         theta = cc.order_values(cc.residual_order(data, [5, 7919, c, 2]), 3)
         rng = np.random.default_rng([5, 7919] if c == 0 else [5, 7919, c])
-        want = ICP(1.0, gamma, cd.phi).sample(rng, 3, observed_order=theta.tolist(), max_nodes=20 * 53)
-        assert g == want.to_dict()
-        assert np.argsort(-np.asarray(g["theta"])[np.asarray(g["observed"])]).tolist() == [1, 2, 0]  # x, y, z
+        drawn = ICP(1.0, gamma, cd.phi).sample(rng, 3, observed_order=theta.tolist(), max_nodes=20 * 53)
+        assert drawn.fixed[drawn.observed].all()            # what the sampler returns ...
+        assert g == DAG(drawn.theta, drawn.observed, drawn.parents, drawn.children).to_dict()  # ... set free
+    first = spec["initial_graphs"][0]
+    assert np.argsort(-np.asarray(first["theta"])[np.asarray(first["observed"])]).tolist() == [1, 2, 0]  # x, y, z
+    seen = {tuple(np.round(g.theta[g.observed], 12)) for g in kept_graphs(run)}
+    assert len(seen) > 1                                    # the observed orders move
+    assert CausalDiscovery.load(run).start == "residual"
     np.testing.assert_allclose(cc.order_values([2, 0, 1], 3), [0.5, 0.05, 0.95])
     assert not hasattr(cd, "_start_data")
+    empty = CausalDiscovery(seed=5, chains=2, init_hidden=0)
+    empty._start_data = X
+    g0 = empty._initial_graphs(3)[0]
+    assert g0.theta.size == 3 and not g0.fixed.any()
+    np.testing.assert_allclose(g0.theta, cc.order_values(cc.residual_order(X, [5, 7919, 0, 2]), 3))
     with pytest.raises(ValueError, match="start must be one of"):
         CausalDiscovery(start="oracle")
+    with pytest.raises(ValueError, match="max_points"):
+        cc.residual_order(X, max_points=0)
+    with pytest.raises(ValueError, match="2-D"):
+        cc.residual_order(X[:, 0])
 
 
 def test_chain_disagreement_counts_pairs_apart_by_more_than_the_threshold():

@@ -324,11 +324,15 @@ def check_causal_data(X, names=None, max_columns: int = MAX_COLUMNS) -> tuple[np
 # ------------------------------------------------------------------ start
 def _centred_gram(A: np.ndarray) -> np.ndarray:
     """The doubly centred Gaussian kernel matrix of the rows of ``A`` (n, d), bandwidth by the median
-    heuristic (the median squared distance between distinct rows)."""
+    heuristic: the median of the positive squared distances between rows (ties left out, so that
+    discrete or resampled data keep a bandwidth; all rows equal: a zero matrix)."""
     sq = np.sum(A * A, axis=1)
     d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (A @ A.T), 0.0)
-    med = float(np.median(d2[np.triu_indices_from(d2, 1)]))
-    K = np.exp(-d2 / med) if med > 0 else np.ones_like(d2)
+    pairs = d2[np.triu_indices_from(d2, 1)]
+    pairs = pairs[pairs > 1e-12 * max(float(pairs.max(initial=0.0)), 1e-300)]
+    if pairs.size == 0:
+        return np.zeros_like(d2)
+    K = np.exp(-d2 / float(np.median(pairs)))
     K -= K.mean(axis=0)[None, :]
     K -= K.mean(axis=1)[:, None]
     return K
@@ -340,6 +344,8 @@ def normalised_hsic(a: np.ndarray, B: np.ndarray) -> float:
     in [0, 1]; near 0 for independent samples. O(n^2) memory and time."""
     a = np.asarray(a, float).reshape(len(a), -1)
     B = np.asarray(B, float).reshape(len(B), -1)
+    if len(a) != len(B) or len(a) < 2:
+        raise ValueError(f"normalised_hsic needs two samples of the same size >= 2, got {len(a)} and {len(B)}")
     Ka, Kb = _centred_gram(a), _centred_gram(B)
     den = float(np.sqrt(np.sum(Ka * Ka) * np.sum(Kb * Kb)))
     return float(np.sum(Ka * Kb) / den) if den > 0 else 0.0
@@ -351,7 +357,8 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
     Among the columns not yet placed, each is regressed on the others by an additive cubic spline
     (scikit-learn's ``SplineTransformer`` with ``n_knots`` knots and a ridge penalty ``ridge``, on
     standardised columns), and the one whose residual is least dependent on those others
-    (:func:`normalised_hsic` on ``max_points`` rows drawn by ``rng``) is the next sink. Under an
+    (:func:`normalised_hsic` on ``max_points`` rows drawn by ``rng``, or all rows when there are
+    no more) is the next sink. Under an
     additive-noise model without hidden causes the sink's residual is the noise, independent of the
     rest. Used only to start the chains of :class:`CausalDiscovery` (docs/derivations.md 3.8): the
     sampler's target does not involve it."""
@@ -359,10 +366,13 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
     from sklearn.preprocessing import SplineTransformer
 
     X = np.asarray(X, float)
+    if X.ndim != 2 or X.shape[0] < 2 or not np.all(np.isfinite(X)) or np.any(np.ptp(X, axis=0) <= 0):
+        raise ValueError("residual_order needs a finite 2-D array with at least two rows and no constant column")
+    for name, v, lo in (("max_points", max_points, 2), ("n_knots", n_knots, 2)):
+        if isinstance(v, bool) or int(v) != v or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
     N, D = X.shape
     sd = X.std(axis=0)
-    if X.ndim != 2 or N < 2 or np.any(sd <= 0) or not np.all(np.isfinite(X)):
-        raise ValueError("residual_order needs a finite 2-D array with at least two rows and no constant column")
     Z = (X - X.mean(axis=0)) / sd
     rng = np.random.default_rng(rng)
     rows = np.sort(rng.choice(N, max_points, replace=False)) if N > max_points else np.arange(N)
@@ -452,9 +462,9 @@ class CausalDiscovery(BeliefNetwork):
         docs/derivations.md 3.8): chains from one shared start agreed with each other because
         they kept its order, which made the chain comparison blind to that. With
         ``start="prior"``, chain 0's start is the shared start of runs before stop 34. None for
-        an empty start (``init_hidden=0``: each chain then draws its observed orders from its
-        own stream, whatever ``start`` says)."""
-        if not self.init_hidden:
+        an empty prior start (``start="prior"``, ``init_hidden=0``: each chain then draws its
+        observed orders from its own stream)."""
+        if not self.init_hidden and self.start == "prior":
             return None
         return [self._initial_graph(D, c) for c in range(int(self.chains))]  # checked by check_run_settings
 
@@ -464,9 +474,12 @@ class CausalDiscovery(BeliefNetwork):
         unit connected to the data), drawn with the observed units at the order values of
         :func:`residual_order` (:func:`order_values`), computed on the data for chain 0 and on a
         bootstrap resample of the rows for chain c > 0, so that chains disagree where the ordering
-        does. Only the start: the orders are free and sampled from there on."""
-        if self.start == "prior" or not self.init_hidden:
+        does. Only the start: the drawn DAG's observed orders are set free (the ICP sampler
+        marks orders it was given as fixed), so the order moves sample them from there on.
+        With ``init_hidden=0`` the start is the observed units alone at those orders."""
+        if self.start == "prior":
             return super()._initial_graph(D, chain)
+        from .graph import DAG
         from .priors.icp import ICP
 
         X = self._start_data
@@ -475,14 +488,17 @@ class CausalDiscovery(BeliefNetwork):
             if np.any(np.ptp(X, axis=0) <= 0):  # a resample with a constant column: use the data
                 X = self._start_data
         theta = order_values(residual_order(X, [self.seed, 7919, chain, 2]), D)
+        if not self.init_hidden:
+            return DAG(theta, np.ones(D, dtype=bool))
         alpha = 1.0
         gamma = self.init_hidden / (alpha * sum(1.0 / (alpha + r) for r in range(D)))
         rng = np.random.default_rng([self.seed, 7919] if chain == 0 else [self.seed, 7919, chain])
-        return ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=theta.tolist(), max_nodes=20 * (D + 50))
+        g = ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=theta.tolist(), max_nodes=20 * (D + 50))
+        return DAG(g.theta, g.observed, g.parents, g.children)  # every order free (fixed=None)
 
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
-        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_}))
+        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_, "start": self.start}))
 
     def fit(self, X, names=None) -> "CausalDiscovery":
         """Sample the posterior and write the summaries. ``names``: the columns' names
@@ -524,7 +540,9 @@ class CausalDiscovery(BeliefNetwork):
                 not (Path(run_dir) / COLUMNS_FILE).exists():
             raise ValueError(f"{run_dir} is not a causal-discovery run (`chefs discover` writes one)")
         net = super().load(run_dir, chains)
-        net.names_ = json.loads((Path(run_dir) / COLUMNS_FILE).read_text())["names"]
+        columns = json.loads((Path(run_dir) / COLUMNS_FILE).read_text())
+        net.names_ = columns["names"]
+        net.start = columns.get("start", "prior")  # runs before stop 41 started at prior draws
         net._summarise()
         return net
 
