@@ -243,7 +243,7 @@ def test_fit_writes_the_summaries_and_load_reads_them(tmp_path):
     import networkx as nx
 
     run = tmp_path / "run"
-    cd = CausalDiscovery(seed=0, out=run, **FAST).fit(_data(), names=["x", "y", "z"])
+    cd = CausalDiscovery(seed=0, out=run, chains=1, **FAST).fit(_data(), names=["x", "y", "z"])
     s = cd.summary_
     assert s.num_samples == 10
     for p in (s.p_edge, s.p_ancestor, s.p_confounded):
@@ -395,6 +395,9 @@ def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
     from chefs.priors.icp import ICP
 
     assert cc.START == "residual" and CausalDiscovery().start == "residual"
+    from chefs.bench.causal import FULL
+
+    assert CausalDiscovery().chains == cc.CAUSAL_CHAINS == FULL["chains"] == 4  # the benchmark measures the default
     X = _anm_chain(4)[:, [2, 0, 1]]   # columns z, x, y
     run = tmp_path / "run"
     cd = CausalDiscovery(seed=5, chains=2, out=run, sweeps=40, burn_in=10, thin=1, progress=False).fit(X)

@@ -402,6 +402,9 @@ def order_values(order, D: int) -> np.ndarray:
 # ------------------------------------------------------------------ estimator
 #: unit-map margin of causal discovery: 0.3, at which docs/results-causal.md was measured
 CAUSAL_MARGIN = 0.3
+#: chains of a causal run (`CausalDiscovery`, `chefs discover`, the full `chefs bench causal`): 4 since stop 41,
+#: each from its own residual order (chain c > 0 on a bootstrap resample); docs/derivations.md 3.8
+CAUSAL_CHAINS = 4
 
 
 class CausalDiscovery(BeliefNetwork):
@@ -413,8 +416,8 @@ class CausalDiscovery(BeliefNetwork):
     are latent causes or mediators. Every keyword of ``BeliefNetwork`` applies
     except ``inputs`` (conditioning on inputs fixes orders), ``rotate`` (always
     False: the variables themselves are the observed units) and ``tails`` (always
-    False: each variable's scale stays affine). Defaults here: one pilot
-    per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
+    False: each variable's scale stays affine). Defaults here: four chains
+    (:data:`CAUSAL_CHAINS`), one pilot per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
     available but untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of
     the documented results, whatever the belief network's default).
 
@@ -450,6 +453,7 @@ class CausalDiscovery(BeliefNetwork):
                              "tails must be False")
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
+        kw.setdefault("chains", CAUSAL_CHAINS)
         super().__init__(*args, pilots=pilots, margin=CAUSAL_MARGIN if margin is None else margin, rotate=False,
                          tails=False, **kw)
 
@@ -564,6 +568,6 @@ def is_causal_run(run_dir) -> bool:
     return (Path(run_dir) / COLUMNS_FILE).is_file() and (Path(run_dir) / "config.json").is_file()
 
 
-__all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS",
+__all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS", "CAUSAL_CHAINS",
            "is_causal_run", "chain_disagreement", "residual_order", "normalised_hsic", "order_values", "START",
            "STARTS"]

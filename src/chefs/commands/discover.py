@@ -14,7 +14,7 @@ from ._util import nonneg_int, positive_float, positive_int, print_chain_compari
 
 
 def register(sub) -> None:
-    from ..causal import CAUSAL_MARGIN, MAX_COLUMNS, START, STARTS
+    from ..causal import CAUSAL_CHAINS, CAUSAL_MARGIN, MAX_COLUMNS, START, STARTS
 
     d = sub.add_parser("discover", help="posterior over causal graphs with hidden common causes (ICP belief network "
                                         "with free observed orders)")
@@ -23,9 +23,9 @@ def register(sub) -> None:
                         "the columns)")
     d.add_argument("--data-dir", default=None, help="directory with the UCI/R files (default: $CHEFS_DATA)")
     d.add_argument("--out", required=True, help="run directory")
-    d.add_argument("--chains", type=positive_int, default=2,
-                   help="chains, each from its own start (see --start; chain 1 on a bootstrap resample), so that "
-                        "`chefs summary` shows whether they disagree (default 2)")
+    d.add_argument("--chains", type=positive_int, default=CAUSAL_CHAINS,
+                   help="chains, each from its own start (see --start; chains 1, 2, ... on bootstrap resamples), so "
+                        f"that `chefs summary` shows whether they disagree (default {CAUSAL_CHAINS})")
     d.add_argument("--sweeps", type=positive_int, default=2000)
     d.add_argument("--burn-in", type=nonneg_int, default=1000)
     d.add_argument("--thin", type=positive_int, default=10)
