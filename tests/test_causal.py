@@ -398,6 +398,8 @@ def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
     from chefs.bench.causal import FULL
 
     assert CausalDiscovery().chains == cc.CAUSAL_CHAINS == FULL["chains"] == 4  # the benchmark measures the default
+    assert CausalDiscovery().init_hidden == cc.CAUSAL_INIT_HIDDEN == 2.0
+    assert CausalDiscovery(start="prior").init_hidden == BeliefNetwork().init_hidden == 10.0  # stops 34-40's start
     X = _anm_chain(4)[:, [2, 0, 1]]   # columns z, x, y
     run = tmp_path / "run"
     cd = CausalDiscovery(seed=5, chains=2, out=run, sweeps=40, burn_in=10, thin=1, progress=False).fit(X)

@@ -405,6 +405,9 @@ CAUSAL_MARGIN = 0.3
 #: chains of a causal run (`CausalDiscovery`, `chefs discover`, the full `chefs bench causal`): 4 since stop 41,
 #: each from its own residual order (chain c > 0 on a bootstrap resample); docs/derivations.md 3.8
 CAUSAL_CHAINS = 4
+#: expected hidden units of the residual start (``init_hidden``; the density estimator's is 10, which
+#: ``start="prior"`` keeps): 2 since stop 41, fewer spurious common causes; docs/derivations.md 3.8
+CAUSAL_INIT_HIDDEN = 2.0
 
 
 class CausalDiscovery(BeliefNetwork):
@@ -417,7 +420,8 @@ class CausalDiscovery(BeliefNetwork):
     except ``inputs`` (conditioning on inputs fixes orders), ``rotate`` (always
     False: the variables themselves are the observed units) and ``tails`` (always
     False: each variable's scale stays affine). Defaults here: four chains
-    (:data:`CAUSAL_CHAINS`), one pilot per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
+    (:data:`CAUSAL_CHAINS`), about two hidden units in each residual start
+    (``init_hidden``, :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
     available but untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of
     the documented results, whatever the belief network's default).
 
@@ -454,6 +458,8 @@ class CausalDiscovery(BeliefNetwork):
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
         kw.setdefault("chains", CAUSAL_CHAINS)
+        if start == "residual":
+            kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
         super().__init__(*args, pilots=pilots, margin=CAUSAL_MARGIN if margin is None else margin, rotate=False,
                          tails=False, **kw)
 
@@ -569,5 +575,6 @@ def is_causal_run(run_dir) -> bool:
 
 
 __all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS", "CAUSAL_CHAINS",
+           "CAUSAL_INIT_HIDDEN",
            "is_causal_run", "chain_disagreement", "residual_order", "normalised_hsic", "order_values", "START",
            "STARTS"]
