@@ -40,7 +40,7 @@ def read_calibration(run: Path) -> list[tuple[float, float, int]]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--old", required=True, type=Path, help="benchmark output with --start prior")
-    ap.add_argument("--new", required=True, type=Path, help="benchmark output with the residual start")
+    ap.add_argument("--new", required=True, type=Path, help="benchmark output with the defaults")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--peers", default="resit,ges,pc,rcd,fci")
     args = ap.parse_args(argv)
@@ -51,8 +51,8 @@ def main(argv=None) -> None:
 
     old, new = read_cells(args.old), read_cells(args.new)
     seeds = sorted({int(r["seed"]) for r in new if r["seed"].isdigit()})
-    series = [("ICP, prior start", [r for r in old if r["method"] == "icp"]),
-              ("ICP, residual start", [r for r in new if r["method"] == "icp"])]
+    series = [("ICP, --start prior (stop 34)", [r for r in old if r["method"] == "icp"]),
+              ("ICP, default (stop 41)", [r for r in new if r["method"] == "icp"])]
     series += [(m.upper() if m != "resit" else "RESIT", [r for r in new if r["method"] == m])
                for m in args.peers.split(",")]
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.4), gridspec_kw={"width_ratios": [2.2, 1]})
@@ -71,7 +71,7 @@ def main(argv=None) -> None:
     ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     ax.set_title("Ancestral F1 per synthetic SEM")
     bx.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--")
-    for name, run, mk in (("ICP, prior start", args.old, "o"), ("ICP, residual start", args.new, "s")):
+    for name, run, mk in (("ICP, --start prior (stop 34)", args.old, "o"), ("ICP, default (stop 41)", args.new, "s")):
         cal = read_calibration(run)
         p, q, n = (np.array(v) for v in zip(*cal))
         bx.plot(p, q, marker=mk, label=name)

@@ -567,6 +567,10 @@ def test_bench_causal_icp_only_smoke(tmp_path, capsys):
     assert "Calibration" in (run / "causal.md").read_text() and (run / "truth-seed1.png").exists()
     assert main(args) == 2
     assert main(["bench", "causal", "--quick", "--methods", "nope", "--out", str(tmp_path / "x"), "--force"]) == 2
+    with pytest.raises(ValueError, match="chains must be a positive integer"):
+        import chefs.bench.causal as bc
+
+        bc.run_benchmark(tmp_path / "y", quick=True, methods=("icp",), seeds=[1], real=False, chains=0)
 
 
 def test_bench_causal_skips_a_missing_peer(tmp_path, monkeypatch):

@@ -345,10 +345,11 @@ COLUMNS = ("seed", "num_observed", "num_hidden", "num_samples", "method", "shd",
 
 
 def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: bool = False,
-                  progress=print, real: bool = True, start: str | None = None) -> list[dict]:
+                  progress=print, real: bool = True, start: str | None = None, chains: int | None = None) -> list[dict]:
     """Run every (seed, method) cell, then (``real``) every method on the Sachs data when the ``cdt``
     package that ships them is installed; write ``causal.csv``, ``causal.md`` and pictures into ``out``.
-    ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default)."""
+    ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default).
+    ``chains``: the ICP's chains (None: 4 in the full run, 1 in the quick one)."""
     from ..causal import START, STARTS
 
     start = START if start is None else start
@@ -362,7 +363,11 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
         raise ValueError(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
     if start not in STARTS:
         raise ValueError(f"start must be one of {', '.join(STARTS)}, got {start!r}")
+    if chains is not None and (isinstance(chains, bool) or int(chains) != chains or chains < 1):
+        raise ValueError(f"chains must be a positive integer, got {chains!r}")
     settings = dict(QUICK if quick else FULL, start=start)
+    if chains is not None:
+        settings["chains"] = int(chains)
     if seeds is not None:
         settings["seeds"] = list(seeds)
     out.mkdir(parents=True, exist_ok=True)

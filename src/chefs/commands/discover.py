@@ -139,7 +139,10 @@ def register_bench(bench_subparsers) -> None:
                    help="leave out the real data (Sachs et al. 2005, read from the cdt package when installed)")
     c.add_argument("--force", action="store_true", help="replace an existing OUT/causal.csv")
     c.add_argument("--start", choices=STARTS, default=START,
-                   help="where the ICP's chains start (as chefs discover --start; 'prior' reproduces stops 34-40)")
+                   help="where the ICP's chains start (as chefs discover --start; '--start prior --chains 2' "
+                        "reproduces stops 34-40)")
+    c.add_argument("--chains", type=positive_int, default=None,
+                   help="the ICP's chains (default: 4 in the full run, 1 with --quick)")
     c.set_defaults(func=cmd_bench_causal)
 
 
@@ -156,7 +159,7 @@ def cmd_bench_causal(args) -> int:
         if not seeds or min(seeds) < 0:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
     run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real,
-                  start=args.start)
+                  start=args.start, chains=args.chains)
     out = Path(args.out)
     print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
     print((out / "causal.md").read_text())
