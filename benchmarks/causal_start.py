@@ -3,9 +3,12 @@ starts at a residual-independence order, beside the peers.
 
 Reads the outputs of two runs of the benchmark, for example::
 
-    chefs bench causal --out NEW                                   # start="residual" (the default)
-    chefs bench causal --out OLD --methods icp --start prior       # stops 34-40's start
+    chefs bench causal --out NEW                                        # the defaults (stop 41)
+    chefs bench causal --out OLD --methods icp --start prior --chains 2 # stops 34-40's runs
     python benchmarks/causal_start.py --old OLD --new NEW --out docs/figures/causal-start-stop41.png
+
+docs/figures/causal-start-stop41.png: NEW from 2c68434, OLD from eaa7c30 with `--start prior` (2 chains then
+the default; the same rows as stop 34's and as `--start prior --chains 2` later).
 
 Left: ancestral F1 per SEM seed (0-9) of the ICP with each start and of the peers in NEW. Right: the
 ICP's pooled probabilities (p_edge, p_ancestor, p_confounded) binned against how often the relation is

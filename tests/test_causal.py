@@ -285,6 +285,8 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
     assert dis["chains"] == [0, 1, 2] and dis["pairs"] == 6 and dis == cd.disagreement_
     per = [CausalDiscovery.load(run, chains=[c]).summary_ for c in range(3)]
     assert json.loads((run / "causal.json").read_text())["chain_disagreement"] is None  # one chain loaded
+    back = CausalDiscovery.load(run, chains=[0])
+    assert (back.start, back.init_hidden) == ("prior", 10.0)  # as the run was drawn, not the class defaults
     for k in ("p_edge", "p_ancestor", "p_confounded"):
         p = np.stack([getattr(x, k) for x in per])
         assert dis[k] == int(np.sum((np.ptp(p, axis=0) > 0.2) & ~np.eye(3, dtype=bool)))
@@ -417,7 +419,8 @@ def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
     assert np.argsort(-np.asarray(first["theta"])[np.asarray(first["observed"])]).tolist() == [1, 2, 0]  # x, y, z
     seen = {tuple(np.round(g.theta[g.observed], 12)) for g in kept_graphs(run)}
     assert len(seen) > 1                                    # the observed orders move
-    assert CausalDiscovery.load(run).start == "residual"
+    back = CausalDiscovery.load(run)
+    assert (back.start, back.init_hidden) == ("residual", 2.0)
     np.testing.assert_allclose(cc.order_values([2, 0, 1], 3), [0.5, 0.05, 0.95])
     assert not hasattr(cd, "_start_data")
     empty = CausalDiscovery(seed=5, chains=2, init_hidden=0)

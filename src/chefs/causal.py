@@ -340,7 +340,7 @@ def _centred_gram(A: np.ndarray) -> np.ndarray:
 
 def normalised_hsic(a: np.ndarray, B: np.ndarray) -> float:
     """The normalised Hilbert-Schmidt independence criterion of the rows of ``a`` (n,) or (n, p) and ``B``
-    (n, q): <Ka, Kb> / (|Ka| |Kb|) of the centred Gaussian kernel matrices (median-heuristic bandwidths),
+    (n, q): ``<Ka, Kb> / (||Ka|| ||Kb||)`` of the centred Gaussian kernel matrices (median-heuristic bandwidths),
     in [0, 1]; near 0 for independent samples. O(n^2) memory and time."""
     a = np.asarray(a, float).reshape(len(a), -1)
     B = np.asarray(B, float).reshape(len(B), -1)
@@ -420,15 +420,19 @@ class CausalDiscovery(BeliefNetwork):
     except ``inputs`` (conditioning on inputs fixes orders), ``rotate`` (always
     False: the variables themselves are the observed units) and ``tails`` (always
     False: each variable's scale stays affine). Defaults here: four chains
-    (:data:`CAUSAL_CHAINS`), about two hidden units in each residual start
-    (``init_hidden``, :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
+    (:data:`CAUSAL_CHAINS`; stops 34-40 ran 2, so ``start="prior", chains=2`` reproduces
+    them), about two hidden units in each residual start (``init_hidden``,
+    :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
     available but untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of
     the documented results, whatever the belief network's default).
 
     ``start``: where each chain's observed orders begin (:data:`START`). "residual"
     (the default): at a causal order of the data by residual independence
     (:func:`residual_order`), chain 0 on the data and chain c > 0 on a bootstrap
-    resample of the rows; "prior": at a random prior draw per chain (stops 34-40).
+    resample of the rows; "prior": at a random prior draw per chain (stops 34-40). The
+    residual orders are computed one chain after the other before sampling starts (seconds
+    for Table-sized data; O(D^2) spline fits on all rows, so minutes for tens of columns and
+    a hundred thousand rows).
     The chains mix slowly over the observed orders, so the start shapes the answer:
     on development SEMs the ancestral F1 is about twice that of the prior start
     (docs/results-causal.md, stop 41). The orders are free and sampled from there on.
@@ -508,7 +512,8 @@ class CausalDiscovery(BeliefNetwork):
 
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
-        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_, "start": self.start}))
+        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_, "start": self.start,
+                                                          "init_hidden": self.init_hidden}))
 
     def fit(self, X, names=None) -> "CausalDiscovery":
         """Sample the posterior and write the summaries. ``names``: the columns' names
@@ -553,6 +558,7 @@ class CausalDiscovery(BeliefNetwork):
         columns = json.loads((Path(run_dir) / COLUMNS_FILE).read_text())
         net.names_ = columns["names"]
         net.start = columns.get("start", "prior")  # runs before stop 41 started at prior draws
+        net.init_hidden = float(columns.get("init_hidden", 10.0))  # what the run's starts were drawn with
         net._summarise()
         return net
 

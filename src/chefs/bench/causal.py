@@ -43,11 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..causal import CAUSAL_CHAINS
+
 PEERS = ("pc", "fci", "ges", "directlingam", "rcd", "resit")
 METHODS = ("icp",) + PEERS
 BINS = np.linspace(0, 1, 6)
 
-FULL = {"seeds": list(range(10)), "sweeps": 2000, "burn_in": 1000, "thin": 10, "chains": 4}  # chains: CAUSAL_CHAINS
+FULL = {"seeds": list(range(10)), "sweeps": 2000, "burn_in": 1000, "thin": 10, "chains": CAUSAL_CHAINS}
 QUICK = {"seeds": [0, 1, 2], "sweeps": 300, "burn_in": 150, "thin": 5, "chains": 1}
 
 

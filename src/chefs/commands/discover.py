@@ -24,8 +24,9 @@ def register(sub) -> None:
     d.add_argument("--data-dir", default=None, help="directory with the UCI/R files (default: $CHEFS_DATA)")
     d.add_argument("--out", required=True, help="run directory")
     d.add_argument("--chains", type=positive_int, default=CAUSAL_CHAINS,
-                   help="chains, each from its own start (see --start; chains 1, 2, ... on bootstrap resamples), so "
-                        f"that `chefs summary` shows whether they disagree (default {CAUSAL_CHAINS})")
+                   help="chains, each from its own start (see --start; with 'residual', chains 1, 2, ... order "
+                        "bootstrap resamples), so that `chefs summary` shows whether they disagree (default "
+                        f"{CAUSAL_CHAINS}; stops 34-40 ran 2)")
     d.add_argument("--sweeps", type=positive_int, default=2000)
     d.add_argument("--burn-in", type=nonneg_int, default=1000)
     d.add_argument("--thin", type=positive_int, default=10)
@@ -42,7 +43,7 @@ def register(sub) -> None:
     d.add_argument("--start", choices=STARTS, default=START,
                    help="where each chain's observed orders begin: 'residual' (default: a residual-independence "
                         "ordering of the data, chain 0 on the data and the others on bootstrap resamples) or "
-                        "'prior' (a random prior draw per chain)")
+                        "'prior' (a random prior draw per chain; with --chains 2, the runs of stops 34-40)")
     d.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     d.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
