@@ -383,6 +383,11 @@ def test_residual_order_recovers_an_additive_noise_chain(monkeypatch, planted):
     assert (not any(found)) if planted else all(found), found
     with pytest.raises(ValueError, match="constant"):
         cc.residual_order(np.c_[np.ones(20), np.arange(20.0)])
+    if not planted:  # the row cap: a larger data set is subsampled, a smaller one left as it is
+        X = _anm_chain(5, n=3000)
+        assert cc.residual_order(X, rng=1, max_fit_rows=800) == [0, 1, 2]
+        small = X[:500]
+        assert cc.residual_order(small, rng=1, max_fit_rows=500) == cc.residual_order(small, rng=1)
 
 
 def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):

@@ -351,7 +351,8 @@ def normalised_hsic(a: np.ndarray, B: np.ndarray) -> float:
     return float(np.sum(Ka * Kb) / den) if den > 0 else 0.0
 
 
-def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: float = 1.0) -> list[int]:
+def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: float = 1.0,
+                   max_fit_rows: int = 5000) -> list[int]:
     """A causal order of the columns of ``X`` (roots first) by residual independence: the ordering
     phase of RESIT (Peters et al. 2014, "Causal discovery with continuous additive noise models").
     Among the columns not yet placed, each is regressed on the others by an additive cubic spline
@@ -360,7 +361,9 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
     (:func:`normalised_hsic` on ``max_points`` rows drawn by ``rng``, or all rows when there are
     no more) is the next sink. Under an
     additive-noise model without hidden causes the sink's residual is the noise, independent of the
-    rest. Used only to start the chains of :class:`CausalDiscovery` (docs/derivations.md 3.8): the
+    rest. Data with more than ``max_fit_rows`` rows are first subsampled to that many (drawn by
+    ``rng``; fewer rows leave the draws, and so the order, as without the cap), which bounds the
+    cost at O(D^3 max_fit_rows) for the splines. Used only to start the chains of :class:`CausalDiscovery` (docs/derivations.md 3.8): the
     sampler's target does not involve it."""
     from sklearn.linear_model import Ridge
     from sklearn.preprocessing import SplineTransformer
@@ -368,13 +371,17 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
     X = np.asarray(X, float)
     if X.ndim != 2 or X.shape[0] < 2 or not np.all(np.isfinite(X)) or np.any(np.ptp(X, axis=0) <= 0):
         raise ValueError("residual_order needs a finite 2-D array with at least two rows and no constant column")
-    for name, v, lo in (("max_points", max_points, 2), ("n_knots", n_knots, 2)):
+    for name, v, lo in (("max_points", max_points, 2), ("n_knots", n_knots, 2), ("max_fit_rows", max_fit_rows, 2)):
         if isinstance(v, bool) or int(v) != v or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    rng = np.random.default_rng(rng)
+    if X.shape[0] > max_fit_rows:
+        X = X[np.sort(rng.choice(X.shape[0], int(max_fit_rows), replace=False))]
+        if np.any(np.ptp(X, axis=0) <= 0):
+            raise ValueError(f"a column is constant on the {max_fit_rows} rows drawn: raise max_fit_rows")
     N, D = X.shape
     sd = X.std(axis=0)
     Z = (X - X.mean(axis=0)) / sd
-    rng = np.random.default_rng(rng)
     rows = np.sort(rng.choice(N, max_points, replace=False)) if N > max_points else np.arange(N)
     remaining, sinks = list(range(D)), []
     while len(remaining) > 1:
@@ -430,9 +437,9 @@ class CausalDiscovery(BeliefNetwork):
     (the default): at a causal order of the data by residual independence
     (:func:`residual_order`), chain 0 on the data and chain c > 0 on a bootstrap
     resample of the rows; "prior": at a random prior draw per chain (stops 34-40). The
-    residual orders are computed one chain after the other before sampling starts (seconds
-    for Table-sized data; O(D^2) spline fits on all rows, so minutes for tens of columns and
-    a hundred thousand rows).
+    residual orders are computed one chain after the other before sampling starts: O(D^2)
+    spline fits on at most 5,000 rows each, seconds for ten columns, about a minute per chain
+    for thirty.
     The chains mix slowly over the observed orders, so the start shapes the answer:
     on development SEMs the ancestral F1 is about twice that of the prior start
     (docs/results-causal.md, stop 41). The orders are free and sampled from there on.
@@ -501,6 +508,11 @@ class CausalDiscovery(BeliefNetwork):
             X = X[np.random.default_rng([self.seed, 7919, chain, 1]).integers(0, len(X), len(X))]
             if np.any(np.ptp(X, axis=0) <= 0):  # a resample with a constant column: use the data
                 X = self._start_data
+        if D >= 15 and self.progress is not False:  # about a minute per chain at 30 columns
+            import sys
+
+            print(f"chain {chain}: ordering {D} variables by residual independence (the start) ...", file=sys.stderr,
+                  flush=True)
         theta = order_values(residual_order(X, [self.seed, 7919, chain, 2]), D)
         if not self.init_hidden:
             return DAG(theta, np.ones(D, dtype=bool))
