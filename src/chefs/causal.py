@@ -359,12 +359,12 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
     (scikit-learn's ``SplineTransformer`` with ``n_knots`` knots and a ridge penalty ``ridge``, on
     standardised columns), and the one whose residual is least dependent on those others
     (:func:`normalised_hsic` on ``max_points`` rows drawn by ``rng``, or all rows when there are
-    no more) is the next sink. Under an
-    additive-noise model without hidden causes the sink's residual is the noise, independent of the
-    rest. Data with more than ``max_fit_rows`` rows are first subsampled to that many (drawn by
-    ``rng``; fewer rows leave the draws, and so the order, as without the cap), which bounds the
-    cost at O(D^3 max_fit_rows) for the splines. Used only to start the chains of :class:`CausalDiscovery` (docs/derivations.md 3.8): the
-    sampler's target does not involve it."""
+    no more) is the next sink. Under an additive-noise model without hidden causes the sink's
+    residual is the noise, independent of the rest. Data with more than ``max_fit_rows`` rows are
+    first subsampled to that many (drawn by ``rng``; fewer rows leave the draws, and so the order,
+    as without the cap), which bounds the cost at O(D^3 max_fit_rows) for the splines. Used only
+    to start the chains of :class:`CausalDiscovery` (docs/derivations.md 3.8): the sampler's
+    target does not involve it."""
     from sklearn.linear_model import Ridge
     from sklearn.preprocessing import SplineTransformer
 
@@ -429,9 +429,10 @@ class CausalDiscovery(BeliefNetwork):
     False: each variable's scale stays affine). Defaults here: four chains
     (:data:`CAUSAL_CHAINS`; stops 34-40 ran 2, so ``start="prior", chains=2`` reproduces
     them), about two hidden units in each residual start (``init_hidden``,
-    :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is
-    available but untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of
-    the documented results, whatever the belief network's default).
+    :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain
+    (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is available but
+    untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of the documented
+    results, whatever the belief network's default).
 
     ``start``: where each chain's observed orders begin (:data:`START`). "residual"
     (the default): at a causal order of the data by residual independence
@@ -593,6 +594,5 @@ def is_causal_run(run_dir) -> bool:
 
 
 __all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS", "CAUSAL_CHAINS",
-           "CAUSAL_INIT_HIDDEN",
-           "is_causal_run", "chain_disagreement", "residual_order", "normalised_hsic", "order_values", "START",
-           "STARTS"]
+           "CAUSAL_INIT_HIDDEN", "is_causal_run", "chain_disagreement", "residual_order", "normalised_hsic",
+           "order_values", "START", "STARTS"]
