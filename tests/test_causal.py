@@ -441,6 +441,29 @@ def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
         cc.residual_order(X[:, 0])
 
 
+def test_chain_comparison_note_of_a_causal_run(tmp_path, monkeypatch, capsys):
+    """When chains sit apart, `chefs discover` names the reading a causal run has (CausalDiscovery.load with
+    chosen chains), not `chefs fantasy`, which reads density runs; a density run keeps its hint."""
+    from chefs.commands import _util
+    from chefs.mcmc import diagnostics
+
+    rows = [{"chain": c, "samples": 10, "log_joint": lj, "log_joint_se": 1.0, "log_lik": lj, "num_hidden": 1.0,
+             "num_edges": 3.0} for c, lj in enumerate((10.0, 100.0))]
+    monkeypatch.setattr(diagnostics, "chain_comparison",
+                        lambda run: {"chains": rows, "behind": [0], "best": 1, "rhat": 3.0})
+    causal, dens = tmp_path / "causal", tmp_path / "dens"
+    for d, extra in ((causal, {"causal-columns.json": "{}"}), (dens, {})):
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({"kind": "icp-mcmc", "model": {"name": "nlgbn"}}))
+        for name, text in extra.items():
+            (d / name).write_text(text)
+    _util.print_chain_comparison(causal)
+    err = capsys.readouterr().err
+    assert f"CausalDiscovery.load('{causal}', chains=[1])" in err and "chefs fantasy" not in err
+    _util.print_chain_comparison(dens)
+    assert f"chefs fantasy {dens} --chains 1" in capsys.readouterr().err
+
+
 def test_chain_disagreement_counts_pairs_apart_by_more_than_the_threshold():
     from chefs.causal import DISAGREE, chain_disagreement
 

@@ -117,8 +117,13 @@ def print_chain_comparison(run) -> None:
 
         ids = ",".join(map(str, cmp["behind"]))
         keep = ",".join(str(r["chain"]) for r in cmp["chains"] if r["chain"] not in cmp["behind"])
+        from ..causal import is_causal_run
+
         what = "Run longer"
-        if run_kind(run) == "chefs fit":  # --chains belongs to fantasy/plot, which read density runs only
+        if is_causal_run(run):  # a causal run pools its chains' relations into edges.csv
+            what += (f", or read the chains apart with `CausalDiscovery.load('{run}', chains=[{keep}])` (summaries "
+                     "from the chosen chains instead of the pooled ones)")
+        elif run_kind(run) == "chefs fit":  # --chains belongs to fantasy/plot, which read density runs only
             what += (f", or leave them out with `chefs fantasy {run} --chains {keep}` (an estimate from the chosen "
                      "chains instead of the pooled ones)")
         print(f"chefs: note: the chains disagree (R-hat of log_joint {cmp['rhat']:.2f} > {RHAT_WARN}): chain(s) "
