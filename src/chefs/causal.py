@@ -383,12 +383,14 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
     sd = X.std(axis=0)
     Z = (X - X.mean(axis=0)) / sd
     rows = np.sort(rng.choice(N, max_points, replace=False)) if N > max_points else np.arange(N)
+    # the additive spline's basis is column by column (knots from each column alone): computed once
+    basis = [SplineTransformer(n_knots=n_knots, degree=3).fit_transform(Z[:, [k]]) for k in range(D)]
     remaining, sinks = list(range(D)), []
     while len(remaining) > 1:
         best = None
         for j in remaining:
             others = [k for k in remaining if k != j]
-            F = SplineTransformer(n_knots=n_knots, degree=3).fit_transform(Z[:, others])
+            F = np.hstack([basis[k] for k in others])
             r = Z[:, j] - Ridge(alpha=ridge).fit(F, Z[:, j]).predict(F)
             score = normalised_hsic(r[rows], Z[np.ix_(rows, others)])
             if best is None or score < best[0]:
@@ -502,7 +504,6 @@ class CausalDiscovery(BeliefNetwork):
         if self.start == "prior":
             return super()._initial_graph(D, chain)
         from .graph import DAG
-        from .priors.icp import ICP
 
         X = self._start_data
         if chain > 0:
@@ -517,10 +518,7 @@ class CausalDiscovery(BeliefNetwork):
         theta = order_values(residual_order(X, [self.seed, 7919, chain, 2]), D)
         if not self.init_hidden:
             return DAG(theta, np.ones(D, dtype=bool))
-        alpha = 1.0
-        gamma = self.init_hidden / (alpha * sum(1.0 / (alpha + r) for r in range(D)))
-        rng = np.random.default_rng([self.seed, 7919] if chain == 0 else [self.seed, 7919, chain])
-        g = ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=theta.tolist(), max_nodes=20 * (D + 50))
+        g = super()._initial_graph(D, chain, observed_order=theta.tolist())
         return DAG(g.theta, g.observed, g.parents, g.children)  # every order free (fixed=None)
 
     def _write_run_files(self, run) -> None:

@@ -555,13 +555,15 @@ class BeliefNetwork:
         draws one per chain)."""
         return None
 
-    def _initial_graph(self, D: int, chain: int = 0):
+    def _initial_graph(self, D: int, chain: int = 0, observed_order=None):
         """Starting structure: a draw from the ICP with gamma chosen so that the
         expected number of hidden units is about ``init_hidden`` (first layer),
         every hidden unit connected to the data; None for an empty start.
         The start does not change the target, only how fast the chain gets there.
         ``chain`` > 0 draws another structure (its own random stream); chain 0's is the
-        structure that every chain shares when :meth:`_initial_graphs` gives None."""
+        structure that every chain shares when :meth:`_initial_graphs` gives None.
+        ``observed_order``: the observed units' order values to draw it at (default
+        :meth:`_observed_orders`; the ICP marks given values as fixed)."""
         if not self.init_hidden:
             return None
         from .priors.icp import ICP
@@ -573,7 +575,7 @@ class BeliefNetwork:
             return make_structure_prior({"name": self.prior}).sample(rng, D, max_nodes=20 * (D + 50))
         alpha = 1.0
         gamma = self.init_hidden / (alpha * sum(1.0 / (alpha + r) for r in range(D)))
-        orders = self._observed_orders(D)
+        orders = self._observed_orders(D) if observed_order is None else observed_order
         return ICP(alpha, gamma, self.phi).sample(rng, D, observed_order=orders, max_nodes=20 * (D + 50))
 
     def __getstate__(self):
