@@ -362,7 +362,7 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
     no more) is the next sink. Under an additive-noise model without hidden causes the sink's
     residual is the noise, independent of the rest. Data with more than ``max_fit_rows`` rows are
     first subsampled to that many (drawn by ``rng``; fewer rows leave the draws, and so the order,
-    as without the cap), which bounds the cost at O(D^3 max_fit_rows) for the splines. Used only
+    as without the cap), which bounds the regressions' cost. Used only
     to start the chains of :class:`CausalDiscovery` (docs/derivations.md 3.8): the sampler's
     target does not involve it."""
     from sklearn.linear_model import Ridge
@@ -441,7 +441,7 @@ class CausalDiscovery(BeliefNetwork):
     (:func:`residual_order`), chain 0 on the data and chain c > 0 on a bootstrap
     resample of the rows; "prior": at a random prior draw per chain (stops 34-40). The
     residual orders are computed one chain after the other before sampling starts: O(D^2)
-    spline fits on at most 5,000 rows each, seconds for ten columns, about a minute per chain
+    regressions on at most 5,000 rows each, seconds for ten columns, about half a minute per chain
     for thirty.
     The chains mix slowly over the observed orders, so the start shapes the answer:
     on development SEMs the ancestral F1 is about twice that of the prior start
@@ -510,7 +510,7 @@ class CausalDiscovery(BeliefNetwork):
             X = X[np.random.default_rng([self.seed, 7919, chain, 1]).integers(0, len(X), len(X))]
             if np.any(np.ptp(X, axis=0) <= 0):  # a resample with a constant column: use the data
                 X = self._start_data
-        if D >= 15 and self.progress is not False:  # about a minute per chain at 30 columns
+        if D >= 15 and self.progress is not False:  # about half a minute per chain at 30 columns
             import sys
 
             print(f"chain {chain}: ordering {D} variables by residual independence (the start) ...", file=sys.stderr,
