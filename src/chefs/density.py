@@ -36,6 +36,11 @@ from .models.predictive import SampleArrays, ancestral, log_density_unit, sample
 #: README's two-moons worse; measured again at stop 29 and kept)
 MARGIN = 0.3
 LEGACY_MARGIN = 0.3  # runs written before the margin was stored used this one
+#: ``margin="auto"`` (docs/derivations.md 3.18): AUTO_MARGIN_MANY on data with at least AUTO_MARGIN_COLUMNS columns
+#: (stop 29: 0.1 fitted every real multi-column set better), AUTO_MARGIN_FEW on fewer (the 2-D sets fitted worse at 0.1)
+AUTO_MARGIN_COLUMNS = 3
+AUTO_MARGIN_MANY = 0.1
+AUTO_MARGIN_FEW = 0.3
 PILOTS = 3  # default multi-start pilots per chain (docs/derivations.md section 3.7)
 #: importance draws per training point in the pilots' score (docs/derivations.md 3.7 and 3.9: 32 misranks
 #: states by hundreds of nats; 512 ranks them, but gave no consistent gain with 750-sweep pilots)
@@ -57,12 +62,26 @@ TAIL_LENGTH = 0.1
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
-def check_margin(margin) -> float:
-    """A unit-map margin: a number in [MIN_MARGIN, 0.5) (docs/derivations.md section 3.1)."""
+def check_margin(margin, allow_auto: bool = True) -> float | str:
+    """A unit-map margin: a number in [MIN_MARGIN, 0.5) (docs/derivations.md section 3.1), or
+    ``"auto"`` (:func:`resolve_margin`) unless ``allow_auto`` is False."""
+    if allow_auto and isinstance(margin, str) and margin == "auto":
+        return "auto"
     if isinstance(margin, bool) or not isinstance(margin, (int, float, np.integer, np.floating)) \
             or not MIN_MARGIN <= float(margin) < 0.5:
-        raise ValueError(f"margin must be a number in [{MIN_MARGIN:g}, 0.5), got {margin!r}")
+        what = " or 'auto'" if allow_auto else ""
+        raise ValueError(f"margin must be a number in [{MIN_MARGIN:g}, 0.5){what}, got {margin!r}")
     return float(margin)
+
+
+def resolve_margin(margin, num_columns: int) -> float:
+    """The margin a unit map of ``num_columns`` columns uses: ``margin`` itself when it is a
+    number; for ``"auto"``, :data:`AUTO_MARGIN_MANY` with at least :data:`AUTO_MARGIN_COLUMNS`
+    columns and :data:`AUTO_MARGIN_FEW` with fewer (docs/derivations.md 3.18)."""
+    margin = check_margin(margin)
+    if margin != "auto":
+        return margin
+    return AUTO_MARGIN_MANY if int(num_columns) >= AUTO_MARGIN_COLUMNS else AUTO_MARGIN_FEW
 
 
 def check_rotate(rotate) -> bool | str:
@@ -163,6 +182,7 @@ class UnitMap:
         rotate = check_rotate(rotate)
         tails = check_tails(tails)
         X = check_data(X)
+        margin = resolve_margin(margin, X.shape[1])
         lo, hi = X.min(axis=0), X.max(axis=0)
         const = np.flatnonzero(hi <= lo)
         if const.size:
@@ -262,7 +282,7 @@ class UnitMap:
         keys = (("center", "spread", "rotation") if "rotation" in d else ()) + (("knots", "slopes") if "knots" in d
                                                                                  else ())
         return cls(np.asarray(d["lo"], float), np.asarray(d["hi"], float),
-                   check_margin(d.get("margin", LEGACY_MARGIN)), **{k: np.asarray(d[k], float) for k in keys})
+                   check_margin(d.get("margin", LEGACY_MARGIN), allow_auto=False), **{k: np.asarray(d[k], float) for k in keys})
 
 
 def _num_compressed(slopes) -> int:
@@ -348,13 +368,15 @@ class BeliefNetwork:
         the initial hidden units learn features before death moves can remove
         them (a start-up procedure; part of the burn-in). None: ``burn_in // 2``
         capped at 300.
-    margin : float in (0, 0.5)
+    margin : float in (0, 0.5) or "auto"
         The unit map sends each column's training range (each principal
         axis's when rotated) onto [margin, 1 - margin] before the observed
         units' sigmoid; smaller values use more of its curvature (003 scales
         data onto the whole range) and leave less room for test points beyond
         the training range
-        (docs/derivations.md section 3.1).
+        (docs/derivations.md section 3.1). ``"auto"``: 0.1 for data with three or
+        more columns, 0.3 for fewer (:func:`resolve_margin`, docs/derivations.md 3.18);
+        the fitted map's ``map_.margin`` is the number used.
     hmc_steps : int
         Leapfrog steps of the joint non-centred HMC transition of the continuous
         state (biases, log precisions, weights, hidden noise), once per sweep; 0
@@ -411,7 +433,7 @@ class BeliefNetwork:
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
-                 structure_warmup: int | None = None, weight_prior=None, margin: float = MARGIN,
+                 structure_warmup: int | None = None, weight_prior=None, margin: float | str = MARGIN,
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
                  pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS,
                  rotate: bool | str = ROTATE, tails: bool | str = TAILS):

@@ -196,7 +196,8 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     differ from the base's (``"full,sweeps=15000,burn_in=7500,thin=150"``), so
     runs of different lengths are never merged into one table. ``margin``: the
     unit map's margin of all three belief networks (default
-    :data:`chefs.density.MARGIN`), labelled ``",margin=..."`` when it differs.
+    :data:`chefs.density.MARGIN`; ``"auto"`` decides per data set, :func:`chefs.density.resolve_margin`),
+    labelled ``",margin=..."`` unless it is 0.3 (the label of every run before stop 42).
     ``pilots``: multi-start pilots per chain (default :data:`chefs.density.PILOTS`,
     each of half the burn-in), labelled ``",pilots=P"`` unless 1 (the single start
     of every run before stop 25, whose rows carry no such label). The full settings'
@@ -207,7 +208,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     before stop 39 unlabelled had it off). ``tails``: compressed outer tails of the unit map's
     axes (default :data:`chefs.density.TAILS`, with the rotation), labelled ``",tails"`` when on and
     ``",tails=auto"`` when they go with the rotation (every run before stop 40 had them off)."""
-    from ..density import MARGIN, PILOTS, ROTATE, TAILS, check_margin, check_rotate, check_tails
+    from ..density import LEGACY_MARGIN, MARGIN, PILOTS, ROTATE, TAILS, check_margin, check_rotate, check_tails
 
     rotate = check_rotate(ROTATE if rotate is None else rotate)
     tails = check_tails(TAILS if tails is None else tails)
@@ -217,7 +218,8 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     if isinstance(pilots, bool) or not isinstance(pilots, (int, np.integer)) or pilots < 1:
         raise ValueError(f"pilots must be a positive integer, got {pilots!r}")
     base = QUICK if quick else FULL
-    extra = ("" if margin == MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
+    # every run before stop 42 labelled a margin other than 0.3 only, whatever the default
+    extra = ("" if margin == LEGACY_MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
     extra += ",rotate=auto" if rotate == "auto" else ",rotate" if rotate else ""
     extra += ",tails=auto" if tails == "auto" else ",tails" if tails else ""
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
@@ -351,8 +353,9 @@ def _run_cells(out, path, kept, datasets, seeds, models, settings, label, data_d
 
     def record(row, fantasy, test):
         row["settings"] = label
-        # the belief networks' unit-map margin, so that a merge never mixes margins
-        row["margin"] = repr(settings["margin"]) if row["model"] in NETWORKS else ""
+        # the belief networks' unit-map margin (the number used on this data set: _cell_rows), so that a merge
+        # never mixes margins on one data set
+        row["margin"] = (row.get("margin") or repr(settings["margin"])) if row["model"] in NETWORKS else ""
         if fantasy is not None:  # before the row: a row on disk always has its whole fantasy file
             fantasy_dir.mkdir(exist_ok=True)
             atomic_savez(fantasy_dir / f"{row['dataset']}-{row['model']}-{row['seed']}.npz", fantasy=fantasy,
@@ -562,6 +565,10 @@ def _cell_rows(ds, seed, models, settings, data_dir, out, chains, baseline=True,
         hd = hellinger(fantasy, test)
         row = {"dataset": ds, "model": model, "seed": seed, "hellinger": hd, "heldout_loglik": ll,
                "seconds": time.perf_counter() - t0, "note": note}
+        if model in NETWORKS:  # the margin this data set's unit map used (margin="auto" decides by its columns)
+            from ..density import resolve_margin
+
+            row["margin"] = repr(resolve_margin(settings["margin"], train.shape[1]))
         log(f"  {ds:9s} {model:8s} seed {seed}: HD {hd:.4f}  held-out {ll:.3f}  ({row['seconds']:.1f} s)")
         yield (row, fantasy, test) if ds in TOY else (row, None, None)
 
@@ -706,10 +713,12 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
         raise ValueError(f"the inputs mix runs with different settings ({'; '.join(kinds if len(kinds) > 1 else bases)})"
                          ": --quick and full runs, or belief networks with different --sweeps/--burn-in/--thin/--margin;"
                          " merge each kind separately")
-    margins = sorted({_row_margin(r) for r in rows if r["model"] in NETWORKS})
-    if len(margins) > 1:
-        raise ValueError(f"the inputs mix belief networks fitted with different unit-map margins ({', '.join(margins)}; "
-                         f"files without a margin column used {_row_margin({})}); merge each margin separately")
+    for ds in dict.fromkeys(r["dataset"] for r in rows):  # margin="auto" differs between data sets, never within one
+        margins = sorted({_row_margin(r) for r in rows if r["model"] in NETWORKS and r["dataset"] == ds})
+        if len(margins) > 1:
+            raise ValueError(f"the inputs mix belief networks fitted with different unit-map margins "
+                             f"({', '.join(margins)}; files without a margin column used {_row_margin({})}) on {ds}; "
+                             "merge each margin separately")
     seen = {}
     merged = []
     for r in rows:

@@ -28,6 +28,16 @@ def positive_float(text: str) -> float:
     return v
 
 
+def margin_arg(text: str) -> float | str:
+    """``--margin``: a number (checked by the estimator) or ``auto``."""
+    if text == "auto":
+        return "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+
+
 def int_at_least(text: str, lo: int, what: str | None = None) -> int:
     """An integer argument >= ``lo``; ``what`` names it in the error (default
     "an integer >= lo")."""

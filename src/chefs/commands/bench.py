@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._util import nonneg_int, positive_int
+from ._util import margin_arg, nonneg_int, positive_int
 
 
 def register(sub) -> None:
@@ -34,9 +34,10 @@ def register(sub) -> None:
     t.add_argument("--thin", type=positive_int, default=None,
                    help="keep every THIN-th sweep after the burn-in (default: as many kept samples as the "
                         "settings' own, 50 full and 10 quick)")
-    t.add_argument("--margin", type=float, default=None,
+    t.add_argument("--margin", type=margin_arg, default=None,
                    help="unit-map margin of the ICP, CIBP and ECIBP fits alike: each column's training range goes "
-                        f"onto [MARGIN, 1 - MARGIN] (default: {MARGIN}, chefs.density.MARGIN)")
+                        f"onto [MARGIN, 1 - MARGIN] (default: {MARGIN}, chefs.density.MARGIN); auto: 0.1 for data "
+                        "sets with 3 or more columns, 0.3 for fewer (docs/derivations.md 3.18)")
     t.add_argument("--pilots", type=positive_int, default=None,
                    help="multi-start pilots per chain of the ICP, CIBP and ECIBP fits alike (default: "
                         "chefs.density.PILOTS; 1: the single start of runs before stop 25)")

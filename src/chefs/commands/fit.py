@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..runkind import refuse_file_as_dir
-from ._util import (chain_list, nonneg_int, note_if_incomplete, positive_float, positive_int,
+from ._util import (chain_list, margin_arg, nonneg_int, note_if_incomplete, positive_float, positive_int,
                     print_chain_comparison, refuse_existing, to_stdout, write_points)
 
 
@@ -57,10 +57,11 @@ def register(sub) -> None:
     f.add_argument("--pilot-draws", type=positive_int, default=None, metavar="D",
                    help="importance draws per training point in the pilots' score (default 32; 512 ranks long "
                         "pilots right: docs/derivations.md 3.9)")
-    f.add_argument("--margin", type=float, default=None,
+    f.add_argument("--margin", type=margin_arg, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN; 0.1 fits real, "
-                        "multi-column data better, docs/derivations.md 3.1)")
+                        "multi-column data better, docs/derivations.md 3.1); auto: 0.1 with 3 or more columns, "
+                        "0.3 with fewer (docs/derivations.md 3.18)")
     f.add_argument("--rotate", action=argparse.BooleanOptionalAction, default=None,
                    help="map the standardised data onto their principal axes before the unit map; --no-rotate: "
                         "never (needed for imputation). Default: when the data have a thin axis (3+ columns and a "
