@@ -602,6 +602,19 @@ def test_bench_causal_icp_only_smoke(tmp_path, capsys):
         import chefs.bench.causal as bc
 
         bc.run_benchmark(tmp_path / "y", quick=True, methods=("icp",), seeds=[1], real=False, chains=0)
+    # the ICP's margin (stop 42): the causal default unless given, written into the settings line and the runs
+    assert "margin 0.3;" in (run / "causal.md").read_text()
+    assert json.loads((run / "runs" / "seed1" / "unitmap.json").read_text())["margin"] == 0.3
+    other = tmp_path / "m01"
+    assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--no-real", "--margin", "0.1",
+                 "--out", str(other)]) == 0
+    assert "margin 0.1;" in (other / "causal.md").read_text()
+    assert json.loads((other / "runs" / "seed1" / "unitmap.json").read_text())["margin"] == 0.1
+    capsys.readouterr()
+    assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--no-real", "--margin", "0.7",
+                 "--out", str(tmp_path / "bad")]) == 2
+    assert "margin must be a number in [1e-06, 0.5), got 0.7" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
 
 
 def test_bench_causal_skips_a_missing_peer(tmp_path, monkeypatch):

@@ -144,6 +144,9 @@ def register_bench(bench_subparsers) -> None:
                         "reproduces stops 34-40)")
     c.add_argument("--chains", type=positive_int, default=None,
                    help="the ICP's chains (default: 4 in the full run, 1 with --quick)")
+    c.add_argument("--margin", type=float, default=None,
+                   help="the ICP's unit-map margin (default: chefs.causal.CAUSAL_MARGIN, 0.3; stop 42 measured 0.1, "
+                        "docs/derivations.md 3.8)")
     c.set_defaults(func=cmd_bench_causal)
 
 
@@ -160,7 +163,7 @@ def cmd_bench_causal(args) -> int:
         if not seeds or min(seeds) < 0:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
     run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real,
-                  start=args.start, chains=args.chains)
+                  start=args.start, chains=args.chains, margin=args.margin)
     out = Path(args.out)
     print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
     print((out / "causal.md").read_text())
