@@ -97,14 +97,16 @@ class _CausalNLGBN(NLGBN):
         return out
 
 
-def _free_order_stationarity(D=2, replicates=600, seed=1, N=40):
+def _free_order_stationarity(D=2, replicates=600, seed=1, N=40, likelihood_power=1.0):
     """z-scores of two full sweeps (activations, parameters, edge pass, 20 rounds of
-    birth/death, order and depth moves) from exact joint draws with free observed orders."""
+    birth/death, order and depth moves) from exact joint draws with free observed orders.
+    ``likelihood_power``: the target is the power posterior, and the joint draws come from the
+    model whose posterior it is (``NLGBN.forward``; docs/derivations.md 3.19)."""
     from chefs.mcmc.geweke import stationarity_test
 
     rng = np.random.default_rng(seed)
     model = _CausalNLGBN(rng.uniform(0.2, 0.8, size=(N, D)), 16, rng, num_tries=4, structure_moves=20,
-                         rho_prior=(4.0, 1.0), weight_var=4.0)
+                         rho_prior=(4.0, 1.0), weight_var=4.0, likelihood_power=likelihood_power)
     return stationarity_test(model, ChainConfig(D, None, 1.0, 1.0, 1.0), replicates, 2, rng)
 
 
@@ -190,6 +192,67 @@ def test_stationarity_free_orders_control_reversal_without_likelihood(monkeypatc
     monkeypatch.setattr(nl.NLGBN, "reversal_move", planted)
     zs = _free_order_stationarity(2, 300)
     assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+# the power posterior (stop 42): N = 10 and power 0.5, so that the forward model's precision prior
+# Gamma(4 + N (0.5 - 1) / 2, 1) = Gamma(1.5, 1) is proper
+POWER_N, POWER = 10, 0.5
+
+
+def test_stationarity_power_posterior():
+    """The whole causal sweep with the observed units' likelihood raised to 0.5 leaves the power
+    posterior invariant: joint draws from the model whose posterior it is (observed precision
+    rho ~ Gamma(a + N (eta - 1) / 2, b), its slot eta * rho), two sweeps, z-scores. Measured (600
+    replicates): max |z| 1.76 (seed 1, depth), 3.09 and 2.46 (seeds 2 and 3)."""
+    zs = _free_order_stationarity(2, 600, N=POWER_N, likelihood_power=POWER)
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_stationarity_power_posterior_control_untempered_residuals(monkeypatch):
+    """Planted error (``NLGBN.power_plant = 1``): the observed precision's conditional tempers the
+    count but not the residual sum of squares (Gamma(a + eta N / 2, b + S / 2)); caught (measured,
+    seed 1, 600 replicates: |z| 44.2, log_rho_obs)."""
+    monkeypatch.setattr(nl.NLGBN, "power_plant", 1)
+    zs = _free_order_stationarity(2, 600, N=POWER_N, likelihood_power=POWER)
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+def test_likelihood_power_checks_and_defaults(tmp_path):
+    """Refusals (a one-line ValueError), the causal defaults by start, the run's spec, and load."""
+    from chefs.causal import CAUSAL_LIKELIHOOD_POWER, CausalDiscovery
+
+    data = np.random.default_rng(0).uniform(0.2, 0.8, size=(20, 2))
+    for bad in (0, -0.1, 1.5, float("nan"), True, "0.1"):
+        with pytest.raises(ValueError, match="likelihood_power must be a number in"):
+            NLGBN(data, 8, np.random.default_rng(0), likelihood_power=bad)
+        with pytest.raises(ValueError, match="likelihood_power must be a number in"):
+            CausalDiscovery(likelihood_power=bad)
+    with pytest.raises(ValueError, match="hmc_steps"):
+        NLGBN(data, 8, np.random.default_rng(0), likelihood_power=0.5, hmc_steps=4)
+    with pytest.raises(ValueError, match="hmc_steps needs likelihood_power 1"):
+        CausalDiscovery(likelihood_power=0.5, hmc_steps=4)
+    with pytest.raises(ValueError, match="margin must be a number"):
+        CausalDiscovery(margin="auto")  # the causal margin is pinned, never chosen by the columns
+    m = NLGBN(data, 8, np.random.default_rng(0), likelihood_power=0.2)
+    from chefs.mcmc.state import GraphState
+    from chefs.priors.icp import ICP
+
+    g = GraphState.from_dag(ICP(1.0, 1.0, 1.0).sample(np.random.default_rng(1), 2, observed_order=0.0))
+    with pytest.raises(ValueError, match="rho_prior"):  # Gamma(0.5 + 20 (0.2 - 1) / 2, 0.5) is improper
+        m.forward(np.random.default_rng(2), g)
+    assert CAUSAL_LIKELIHOOD_POWER == 0.1
+    assert CausalDiscovery().likelihood_power == 0.1 and CausalDiscovery(start="prior").likelihood_power == 1.0
+    X = np.random.default_rng(3).normal(size=(60, 3))
+    cd = CausalDiscovery(sweeps=6, burn_in=2, thin=2, chains=1, out=tmp_path / "run", progress=False).fit(X)
+    spec = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert spec["model"]["likelihood_power"] == 0.1
+    assert CausalDiscovery.load(tmp_path / "run").likelihood_power == 0.1
+    # the density estimator's runs do not carry the key (the posterior itself)
+    import chefs
+
+    chefs.BeliefNetwork(sweeps=4, burn_in=2, thin=2, out=tmp_path / "dens", progress=False, pilots=1).fit(X)
+    assert "likelihood_power" not in json.loads((tmp_path / "dens" / "config.json").read_text())["model"]
+    assert cd.summary_.p_edge.shape == (3, 3)
 
 
 def test_reversal_move_keeps_the_bookkeeping():
@@ -603,12 +666,12 @@ def test_bench_causal_icp_only_smoke(tmp_path, capsys):
 
         bc.run_benchmark(tmp_path / "y", quick=True, methods=("icp",), seeds=[1], real=False, chains=0)
     # the ICP's margin (stop 42): the causal default unless given, written into the settings line and the runs
-    assert "margin 0.3;" in (run / "causal.md").read_text()
+    assert "margin 0.3, likelihood power 0.1;" in (run / "causal.md").read_text()
     assert json.loads((run / "runs" / "seed1" / "unitmap.json").read_text())["margin"] == 0.3
     other = tmp_path / "m01"
     assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--no-real", "--margin", "0.1",
                  "--out", str(other)]) == 0
-    assert "margin 0.1;" in (other / "causal.md").read_text()
+    assert "margin 0.1, likelihood power 0.1;" in (other / "causal.md").read_text()
     assert json.loads((other / "runs" / "seed1" / "unitmap.json").read_text())["margin"] == 0.1
     capsys.readouterr()
     assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--no-real", "--margin", "0.7",

@@ -417,6 +417,10 @@ CAUSAL_CHAINS = 4
 #: expected hidden units of the residual start (``init_hidden``; the density estimator's is 10, which
 #: ``start="prior"`` keeps): 2 since stop 41, fewer spurious common causes; docs/derivations.md 3.8
 CAUSAL_INIT_HIDDEN = 2.0
+#: power of the observed units' likelihood in causal discovery (a power posterior; docs/derivations.md 3.19): 0.1
+#: since stop 42 with the residual start (its rule: the pooled probabilities at or above 0.8 true 56 % -> 66 % on the
+#: development SEMs); ``start="prior"`` keeps 1, the posterior itself of stops 34-40
+CAUSAL_LIKELIHOOD_POWER = 0.1
 
 
 class CausalDiscovery(BeliefNetwork):
@@ -433,8 +437,12 @@ class CausalDiscovery(BeliefNetwork):
     them), about two hidden units in each residual start (``init_hidden``,
     :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain
     (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is available but
-    untested for this use) and margin 0.3 (:data:`CAUSAL_MARGIN`, that of the documented
-    results, whatever the belief network's default).
+    untested for this use), margin 0.3 (:data:`CAUSAL_MARGIN`, that of the documented
+    results, whatever the belief network's default; a number, never ``"auto"``) and, with the
+    residual start, the observed units' likelihood raised to the power 0.1
+    (``likelihood_power``, :data:`CAUSAL_LIKELIHOOD_POWER`; 1 with ``start="prior"``): a power
+    posterior, less sure of relations that the misspecified mechanisms suggest
+    (docs/derivations.md 3.19). ``likelihood_power=1`` gives stop 41's posterior itself.
 
     ``start``: where each chain's observed orders begin (:data:`START`). "residual"
     (the default): at a causal order of the data by residual independence
@@ -474,6 +482,11 @@ class CausalDiscovery(BeliefNetwork):
         kw.setdefault("chains", CAUSAL_CHAINS)
         if start == "residual":
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
+            kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
+        if margin is not None:
+            from .density import check_margin
+
+            margin = check_margin(margin, allow_auto=False)  # pinned per run, never chosen by the columns
         super().__init__(*args, pilots=pilots, margin=CAUSAL_MARGIN if margin is None else margin, rotate=False,
                          tails=False, **kw)
 
@@ -592,5 +605,5 @@ def is_causal_run(run_dir) -> bool:
 
 
 __all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS", "CAUSAL_CHAINS",
-           "CAUSAL_INIT_HIDDEN", "is_causal_run", "chain_disagreement", "residual_order", "normalised_hsic",
+           "CAUSAL_INIT_HIDDEN", "CAUSAL_LIKELIHOOD_POWER", "is_causal_run", "chain_disagreement", "residual_order", "normalised_hsic",
            "order_values", "START", "STARTS"]

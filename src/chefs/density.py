@@ -383,6 +383,12 @@ class BeliefNetwork:
         state (biases, log precisions, weights, hidden noise), once per sweep; 0
         (default) leaves it off. Step size and mass matrix adapt during the burn-in
         only (docs/derivations.md section 3.6; 002's future work).
+    likelihood_power : float in (0, 1]
+        The observed units' likelihood raised to this power: 1 (default) samples the
+        posterior; below 1 a power ("generalised") posterior, flatter where the model
+        is misspecified (docs/derivations.md 3.19; causal discovery's default is 0.1).
+        The observed units' stored precisions are then ``power * rho``, and what the
+        fit predicts (fantasy data, densities) uses them. Not with ``hmc_steps``.
     pilots, pilot_sweeps : int
         Multi-start: each chain first runs ``pilots`` short chains of
         ``pilot_sweeps`` sweeps (default half the burn-in) from fresh starts and
@@ -437,7 +443,7 @@ class BeliefNetwork:
                  structure_warmup: int | None = None, weight_prior=None, margin: float | str = MARGIN,
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
                  pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS,
-                 rotate: bool | str = ROTATE, tails: bool | str = TAILS):
+                 rotate: bool | str = ROTATE, tails: bool | str = TAILS, likelihood_power: float = 1.0):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -469,6 +475,11 @@ class BeliefNetwork:
         if isinstance(hmc_steps, bool) or int(hmc_steps) != hmc_steps or hmc_steps < 0:
             raise ValueError(f"hmc_steps must be a non-negative integer (0: no HMC), got {hmc_steps!r}")
         self.hmc_steps = int(hmc_steps)
+        from .models.nlgbn import check_likelihood_power
+
+        self.likelihood_power = check_likelihood_power(likelihood_power)
+        if self.likelihood_power != 1.0 and self.hmc_steps:
+            raise ValueError("hmc_steps needs likelihood_power 1 (the HMC kernel targets the untempered likelihood)")
         for name, v, lo in (("pilots", pilots, 1), ("pilot_sweeps", pilot_sweeps, 1), ("pilot_draws", pilot_draws, 1)):
             if v is not None and (isinstance(v, bool) or int(v) != v or v < lo):
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
@@ -544,6 +555,8 @@ class BeliefNetwork:
                  "init_activations": self.init_activations,
                  "hmc_steps": self.hmc_steps, "hmc_adapt": self.burn_in,
                  "pilots": self.pilots, "pilot_sweeps": self.pilot_sweeps, "pilot_draws": self.pilot_draws}
+        if self.likelihood_power != 1.0:  # (runs without the key: the posterior itself)
+            model["likelihood_power"] = self.likelihood_power
         if layered:
             model["structure_prior"] = {"name": self.prior}
         # the chain count is checked before the per-chain starts are drawn
@@ -626,6 +639,7 @@ class BeliefNetwork:
         net.rotate = net.map_.rotated
         net.tails = net.map_.tailed
         net.inputs = tuple(um.get("inputs", ()))
+        net.likelihood_power = float(spec["model"].get("likelihood_power", 1.0))
         net._load_samples(chains)
         return net
 

@@ -257,7 +257,8 @@ def run_icp(sem: SEM, settings: dict, run_dir, seed: int, names=None) -> Estimat
 
     cd = CausalDiscovery(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
                          chains=settings["chains"], seed=seed, out=run_dir, force=True, progress=False,
-                         start=settings["start"], margin=settings.get("margin"))
+                         start=settings["start"], margin=settings.get("margin"),
+                         likelihood_power=settings.get("likelihood_power", 1.0))
     cd.fit(sem.X, names=names)
     s = cd.summary_
     directed = s.p_edge > 0.5
@@ -348,14 +349,16 @@ COLUMNS = ("seed", "num_observed", "num_hidden", "num_samples", "method", "shd",
 
 def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: bool = False,
                   progress=print, real: bool = True, start: str | None = None, chains: int | None = None,
-                  margin: float | None = None) -> list[dict]:
+                  margin: float | None = None, likelihood_power: float | None = None) -> list[dict]:
     """Run every (seed, method) cell, then (``real``) every method on the Sachs data when the ``cdt``
     package that ships them is installed; write ``causal.csv``, ``causal.md`` and pictures into ``out``.
     ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default).
     ``chains``: the ICP's chains (None: 4 in the full run, 1 in the quick one). ``margin``: the ICP's
-    unit-map margin (None: :data:`chefs.causal.CAUSAL_MARGIN`)."""
-    from ..causal import CAUSAL_MARGIN, START, STARTS
+    unit-map margin (None: :data:`chefs.causal.CAUSAL_MARGIN`). ``likelihood_power``: the ICP's
+    (None: :class:`chefs.causal.CausalDiscovery`'s default for the start)."""
+    from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, START, STARTS
     from ..density import check_margin
+    from ..models.nlgbn import check_likelihood_power
 
     start = START if start is None else start
     out = Path(out)
@@ -371,7 +374,10 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     if chains is not None and (isinstance(chains, bool) or int(chains) != chains or chains < 1):
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     margin = CAUSAL_MARGIN if margin is None else check_margin(margin, allow_auto=False)
-    settings = dict(QUICK if quick else FULL, start=start, margin=margin)
+    if likelihood_power is None:
+        likelihood_power = CAUSAL_LIKELIHOOD_POWER if start == "residual" else 1.0
+    settings = dict(QUICK if quick else FULL, start=start, margin=margin,
+                    likelihood_power=check_likelihood_power(likelihood_power))
     if chains is not None:
         settings["chains"] = int(chains)
     if seeds is not None:
@@ -493,7 +499,8 @@ def _write(out: Path, rows, calib, skipped, quick, settings) -> None:
         w.writerows(rows)
     lines = [f"# Causal discovery benchmark ({'quick smoke run' if quick else 'full'})", "",
              f"ICP settings: {settings['sweeps']} sweeps, burn-in {settings['burn_in']}, thin {settings['thin']}, "
-             f"{settings['chains']} chain(s), start {settings['start']!r}, margin {settings['margin']}; "
+             f"{settings['chains']} chain(s), start {settings['start']!r}, margin {settings['margin']}, "
+             f"likelihood power {settings['likelihood_power']:g}; "
              f"seeds {settings['seeds']}. "
              "Generator, comparison rules: "
              "`chefs.bench.causal` (module docstring). Seconds are CPU seconds of this process and its "

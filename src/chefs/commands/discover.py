@@ -38,6 +38,10 @@ def register(sub) -> None:
     d.add_argument("--margin", type=float, default=CAUSAL_MARGIN,
                    help="unit-map margin: each column's range goes onto [MARGIN, 1 - MARGIN] (default: "
                         f"{CAUSAL_MARGIN}, that of docs/results-causal.md)")
+    d.add_argument("--likelihood-power", type=float, default=None, metavar="ETA",
+                   help="the observed units' likelihood raised to ETA in (0, 1] (a power posterior; default "
+                        "chefs.causal.CAUSAL_LIKELIHOOD_POWER, 0.1, with --start residual and 1 with --start prior; "
+                        "1: the posterior itself, as before stop 42; docs/derivations.md 3.19)")
     d.add_argument("--pilots", type=positive_int, default=1, metavar="P",
                    help="multi-start pilots per chain (docs/derivations.md 3.7)")
     d.add_argument("--start", choices=STARTS, default=START,
@@ -82,7 +86,8 @@ def cmd_discover(args) -> int:
                           alpha=args.alpha, gamma=args.gamma, phi=args.phi, sample_hyper=not args.fixed_hyper,
                           margin=args.margin, pilots=args.pilots, structure_warmup=args.warmup, start=args.start,
                           num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,
-                          progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every)
+                          progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
+                          **({} if args.likelihood_power is None else {"likelihood_power": args.likelihood_power}))
     net.fit(X, names=names)
     from ..mcmc.diagnostics import write_netcdf
 
@@ -147,6 +152,9 @@ def register_bench(bench_subparsers) -> None:
     c.add_argument("--margin", type=float, default=None,
                    help="the ICP's unit-map margin (default: chefs.causal.CAUSAL_MARGIN, 0.3; stop 42 measured 0.1, "
                         "docs/derivations.md 3.8)")
+    c.add_argument("--likelihood-power", type=float, default=None, metavar="ETA",
+                   help="the ICP's likelihood power (default: that of chefs discover for the --start; 1 reproduces "
+                        "stop 41; docs/derivations.md 3.19)")
     c.set_defaults(func=cmd_bench_causal)
 
 
@@ -163,7 +171,7 @@ def cmd_bench_causal(args) -> int:
         if not seeds or min(seeds) < 0:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
     run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real,
-                  start=args.start, chains=args.chains, margin=args.margin)
+                  start=args.start, chains=args.chains, margin=args.margin, likelihood_power=args.likelihood_power)
     out = Path(args.out)
     print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
     print((out / "causal.md").read_text())

@@ -68,6 +68,14 @@ def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> 
     return -0.5 * math.log(d) + 0.5 * v * t * t / d, v * t / d, v / d
 
 
+def check_likelihood_power(power) -> float:
+    """The power of the observed units' likelihood: a number in (0, 1] (1: the posterior itself)."""
+    if isinstance(power, bool) or not isinstance(power, (int, float, np.integer, np.floating)) \
+            or not 0.0 < float(power) <= 1.0:
+        raise ValueError(f"likelihood_power must be a number in (0, 1], got {power!r}")
+    return float(power)
+
+
 class NLGBN:
     """NLGBN likelihood and its within-model updates on a graph state (003 sections 2 and 4,
     002 section 4.1; docs/derivations.md section 3).
@@ -85,15 +93,22 @@ class NLGBN:
         chain: ancestral draws from the prior, or (``"projection"``) soft
         half-space features of the data (see ``INIT_ACTIVATIONS``). Only the start
         differs; every update is the same.
+    likelihood_power : float in (0, 1]
+        The observed units' likelihood raised to this power (1: the posterior; below 1 a
+        power posterior, docs/derivations.md 3.19). Their precision slots hold
+        ``power * rho``.
     """
 
     is_null = False
+    #: tests only: 1 plants an error in the power posterior's precision update (the residual sum of squares
+    #: left untempered), the control of tests/test_causal.py::test_stationarity_power_posterior
+    power_plant = 0
 
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
                  bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm",
                  weight_prior=None, init_activations: str = "prior", hmc_steps: int = 0, hmc_adapt: int = 0,
-                 hmc_plant: int = 0):
+                 hmc_plant: int = 0, likelihood_power: float = 1.0):
         if init_activations not in INIT_ACTIVATIONS:
             raise ValueError(f"init_activations must be one of {INIT_ACTIVATIONS}, got {init_activations!r}")
         self.init_activations = init_activations
@@ -107,6 +122,12 @@ class NLGBN:
             raise ValueError("NLGBN data must lie strictly inside (0, 1); map it with chefs.density.UnitMap first")
         self.N, self.D = data.shape
         self.num_tries = int(num_tries)
+        # the observed units' likelihood raised to this power (a power posterior; docs/derivations.md 3.19): their
+        # precision slots then hold power * rho, so that every update reading a slot targets the tempered density
+        self.likelihood_power = check_likelihood_power(likelihood_power)
+        if self.likelihood_power != 1.0 and hmc_steps:
+            raise ValueError("the joint HMC kernel targets the untempered likelihood: use hmc_steps=0 with "
+                             "likelihood_power other than 1")
         self.rho_prior = (float(rho_prior[0]), float(rho_prior[1]))
         self.weight_var, self.bias_var = float(weight_var), float(bias_var)
         # None: W ~ N(0, weight_var) fixed; (shape, rate): the weights' precision
@@ -295,7 +316,13 @@ class NLGBN:
             self.W[pa, i] = beta[1:]
             self.MU[i] = beta @ X
             r = self.Y[i] - self.MU[i]
-            self.rho[i] = rng.gamma(priors[0] + 0.5 * self.N, 1.0 / (priors[1] + 0.5 * float(r @ r)))
+            if state.obs[i] and self.likelihood_power != 1.0:
+                # the tempered conditional Gamma(a + eta N / 2, b + eta S / 2); the slot holds eta * rho
+                e = self.likelihood_power
+                es = 1.0 if self.power_plant == 1 else e
+                self.rho[i] = e * rng.gamma(priors[0] + 0.5 * e * self.N, 1.0 / (priors[1] + 0.5 * es * float(r @ r)))
+            else:
+                self.rho[i] = rng.gamma(priors[0] + 0.5 * self.N, 1.0 / (priors[1] + 0.5 * float(r @ r)))
 
     # ----------------------------------------------------------- structure
     def _propose_new_unit(self, rng, state, h, parent=-1) -> None:
@@ -586,7 +613,18 @@ class NLGBN:
         for i in state.canonical_slots()[np.argsort(-state.theta[state.canonical_slots()], kind="stable")]:
             pa = self.parents(state, i)
             self.b[i] = rng.normal() * math.sqrt(self.bias_var)
-            self.rho[i] = rng.gamma(self.rho_prior[0], 1.0 / self.rho_prior[1])
+            if state.obs[i] and self.likelihood_power != 1.0:
+                # the generative model whose posterior is the power posterior (docs/derivations.md 3.19): the
+                # observed precision rho ~ Gamma(a + N (eta - 1) / 2, b), the slot eta * rho, the data
+                # N(MU, 1 / slot)
+                e = self.likelihood_power
+                shape = self.rho_prior[0] + 0.5 * self.N * (e - 1.0)
+                if shape <= 0:
+                    raise ValueError(f"forward draws of a power posterior need rho_prior[0] > N (1 - power) / 2 "
+                                     f"= {0.5 * self.N * (1.0 - e):g}")
+                self.rho[i] = e * rng.gamma(shape, 1.0 / self.rho_prior[1])
+            else:
+                self.rho[i] = rng.gamma(self.rho_prior[0], 1.0 / self.rho_prior[1])
             self.W[pa, i] = rng.normal(size=pa.size) * math.sqrt(self.weight_var)
             self.refresh_mu(state, i)
             self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
@@ -714,4 +752,6 @@ def model_from_spec(spec: dict, run_dir, state, structure_prior=None) -> NLGBN:
                  init_activations=spec.get("init_activations", "prior"),
                  # runs written before HMC existed: Gibbs updates only
                  hmc_steps=spec.get("hmc_steps", 0), hmc_adapt=spec.get("hmc_adapt", 0),
+                 # runs written before stop 42: the posterior itself
+                 likelihood_power=spec.get("likelihood_power", 1.0),
                  structure_prior=structure_prior)
