@@ -85,6 +85,7 @@ def test_table1_auto_margin_per_data_set(tmp_path, capsys):
     margins = {r["dataset"]: r["margin"] for r in rows if r["model"] == "icp"}
     assert margins == {"ring": "0.3", "iris": "0.1"}  # the number each data set used
     assert json.loads((out / "runs" / "iris-icp-0" / "unitmap.json").read_text())["margin"] == 0.1
+    assert "margin of the belief networks: 0.1 (iris); 0.3 (ring)" in (out / "table1.md").read_text()
     assert json.loads((out / "runs" / "ring-icp-0" / "unitmap.json").read_text())["margin"] == 0.3
     # margins differ between data sets in one table, but never within one: a merge refuses that
     other = tmp_path / "other.csv"

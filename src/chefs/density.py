@@ -376,8 +376,8 @@ class BeliefNetwork:
         data onto the whole range) and leave less room for test points beyond
         the training range
         (docs/derivations.md section 3.1). ``"auto"``: 0.1 for data with three or
-        more columns, 0.3 for fewer (:func:`resolve_margin`, docs/derivations.md 3.18);
-        the fitted map's ``map_.margin`` is the number used.
+        more columns (input columns included), 0.3 for fewer (:func:`resolve_margin`,
+        docs/derivations.md 3.18); the fitted map's ``map_.margin`` is the number used.
     hmc_steps : int
         Leapfrog steps of the joint non-centred HMC transition of the continuous
         state (biases, log precisions, weights, hidden noise), once per sweep; 0

@@ -337,6 +337,8 @@ def _run_cells(out, path, kept, datasets, seeds, models, settings, label, data_d
                progress) -> list[dict]:
     """Run the missing cells (serially, in ``jobs`` processes, or on the Dask
     executor ``pool``), appending each row to ``path`` as it comes; all rows."""
+    from ..density import check_margin
+
     seeds = tuple(seeds)
     cells = [(ds, seed, todo, settings, data_dir, str(out), int(chains), baseline)
              for ds, seed, todo, baseline in _cells_to_run(kept, datasets, seeds, models)]
@@ -355,7 +357,10 @@ def _run_cells(out, path, kept, datasets, seeds, models, settings, label, data_d
         row["settings"] = label
         # the belief networks' unit-map margin (the number used on this data set: _cell_rows), so that a merge
         # never mixes margins on one data set
-        row["margin"] = (row.get("margin") or repr(settings["margin"])) if row["model"] in NETWORKS else ""
+        if row["model"] in NETWORKS:  # a row without its margin (never from _cell_rows) cannot record "auto"
+            row["margin"] = row.get("margin") or repr(check_margin(settings["margin"], allow_auto=False))
+        else:
+            row["margin"] = ""
         if fantasy is not None:  # before the row: a row on disk always has its whole fantasy file
             fantasy_dir.mkdir(exist_ok=True)
             atomic_savez(fantasy_dir / f"{row['dataset']}-{row['model']}-{row['seed']}.npz", fantasy=fantasy,
@@ -598,8 +603,12 @@ def write_markdown(rows, path, datasets) -> None:
                   f"the {'quick' if any(lab.startswith('quick') for lab in labels) else 'full'} settings' "
                   "defaults), for all three priors.", ""]
     margins = sorted({_row_margin(r) for r in rows if r["model"] in NETWORKS})
+    if len(margins) > 1:  # margin="auto": the number each data set used
+        per = {m: [ds for ds in datasets if any(_row_margin(r) == m for r in rows
+                                                if r["model"] in NETWORKS and r["dataset"] == ds)] for m in margins}
+        margins = [f"{m} ({', '.join(per[m])})" for m in margins]
     if margins:
-        lines += [f"Unit-map margin of the belief networks: {', '.join(margins)} (docs/derivations.md section 3.1).",
+        lines += [f"Unit-map margin of the belief networks: {'; '.join(margins)} (docs/derivations.md section 3.1).",
                   ""]
     lines += ["| model | " + " | ".join(datasets) + " |", "|---|" + "---|" * len(datasets)]
     for m in models:

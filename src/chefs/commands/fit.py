@@ -59,9 +59,9 @@ def register(sub) -> None:
                         "pilots right: docs/derivations.md 3.9)")
     f.add_argument("--margin", type=margin_arg, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
-                        f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN; 0.1 fits real, "
-                        "multi-column data better, docs/derivations.md 3.1); auto: 0.1 with 3 or more columns, "
-                        "0.3 with fewer (docs/derivations.md 3.18)")
+                        f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN); auto: 0.1 with 3 or more "
+                        "columns (inputs included), 0.3 with fewer. Whether 0.1 fits better depends on the data set: "
+                        "docs/derivations.md 3.1 and 3.18")
     f.add_argument("--rotate", action=argparse.BooleanOptionalAction, default=None,
                    help="map the standardised data onto their principal axes before the unit map; --no-rotate: "
                         "never (needed for imputation). Default: when the data have a thin axis (3+ columns and a "
