@@ -240,10 +240,11 @@ def test_likelihood_power_checks_and_defaults(tmp_path):
     g = GraphState.from_dag(ICP(1.0, 1.0, 1.0).sample(np.random.default_rng(1), 2, observed_order=0.0))
     with pytest.raises(ValueError, match="rho_prior"):  # Gamma(0.5 + 20 (0.2 - 1) / 2, 0.5) is improper
         m.forward(np.random.default_rng(2), g)
-    assert CAUSAL_LIKELIHOOD_POWER == 0.1
-    assert CausalDiscovery().likelihood_power == 0.1 and CausalDiscovery(start="prior").likelihood_power == 1.0
+    assert CAUSAL_LIKELIHOOD_POWER == 1.0  # the posterior itself (stop 42: 0.1 loses the latent common causes)
+    assert CausalDiscovery().likelihood_power == 1.0 and CausalDiscovery(start="prior").likelihood_power == 1.0
     X = np.random.default_rng(3).normal(size=(60, 3))
-    cd = CausalDiscovery(sweeps=6, burn_in=2, thin=2, chains=1, out=tmp_path / "run", progress=False).fit(X)
+    cd = CausalDiscovery(sweeps=6, burn_in=2, thin=2, chains=1, out=tmp_path / "run", progress=False,
+                         likelihood_power=0.1).fit(X)
     spec = json.loads((tmp_path / "run" / "config.json").read_text())
     assert spec["model"]["likelihood_power"] == 0.1
     assert CausalDiscovery.load(tmp_path / "run").likelihood_power == 0.1
@@ -253,6 +254,12 @@ def test_likelihood_power_checks_and_defaults(tmp_path):
     chefs.BeliefNetwork(sweeps=4, burn_in=2, thin=2, out=tmp_path / "dens", progress=False, pilots=1).fit(X)
     assert "likelihood_power" not in json.loads((tmp_path / "dens" / "config.json").read_text())["model"]
     assert cd.summary_.p_edge.shape == (3, 3)
+    # the CLI: a one-line error, exit 2, nothing written
+    data_csv = tmp_path / "d.csv"
+    np.savetxt(data_csv, X, delimiter=",")
+    assert main(["discover", "--data", str(data_csv), "--out", str(tmp_path / "bad"), "--sweeps", "4", "--burn-in", "2",
+                 "--thin", "1", "--likelihood-power", "2", "--no-progress"]) == 2
+    assert not (tmp_path / "bad").exists()
 
 
 def test_reversal_move_keeps_the_bookkeeping():
@@ -666,11 +673,11 @@ def test_bench_causal_icp_only_smoke(tmp_path, capsys):
 
         bc.run_benchmark(tmp_path / "y", quick=True, methods=("icp",), seeds=[1], real=False, chains=0)
     # the ICP's margin (stop 42): the causal default unless given, written into the settings line and the runs
-    assert "margin 0.3, likelihood power 0.1;" in (run / "causal.md").read_text()
+    assert "margin 0.3, likelihood power 1;" in (run / "causal.md").read_text()
     assert json.loads((run / "runs" / "seed1" / "unitmap.json").read_text())["margin"] == 0.3
     other = tmp_path / "m01"
     assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--no-real", "--margin", "0.1",
-                 "--out", str(other)]) == 0
+                 "--likelihood-power", "0.1", "--out", str(other)]) == 0
     assert "margin 0.1, likelihood power 0.1;" in (other / "causal.md").read_text()
     assert json.loads((other / "runs" / "seed1" / "unitmap.json").read_text())["margin"] == 0.1
     capsys.readouterr()

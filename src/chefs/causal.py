@@ -417,10 +417,10 @@ CAUSAL_CHAINS = 4
 #: expected hidden units of the residual start (``init_hidden``; the density estimator's is 10, which
 #: ``start="prior"`` keeps): 2 since stop 41, fewer spurious common causes; docs/derivations.md 3.8
 CAUSAL_INIT_HIDDEN = 2.0
-#: power of the observed units' likelihood in causal discovery (a power posterior; docs/derivations.md 3.19): 0.1
-#: since stop 42 with the residual start (its rule: the pooled probabilities at or above 0.8 true 56 % -> 66 % on the
-#: development SEMs); ``start="prior"`` keeps 1, the posterior itself of stops 34-40
-CAUSAL_LIKELIHOOD_POWER = 0.1
+#: power of the observed units' likelihood in causal discovery (docs/derivations.md 3.19): 1, the posterior itself.
+#: ``likelihood_power=0.1`` (a power posterior) passed its rule at stop 42 (pooled p >= 0.8 true 56 % -> 66 % on the
+#: development SEMs) but removes the latent common causes altogether, so it is an option, not the default
+CAUSAL_LIKELIHOOD_POWER = 1.0
 
 
 class CausalDiscovery(BeliefNetwork):
@@ -438,11 +438,11 @@ class CausalDiscovery(BeliefNetwork):
     :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain
     (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is available but
     untested for this use), margin 0.3 (:data:`CAUSAL_MARGIN`, that of the documented
-    results, whatever the belief network's default; a number, never ``"auto"``) and, with the
-    residual start, the observed units' likelihood raised to the power 0.1
-    (``likelihood_power``, :data:`CAUSAL_LIKELIHOOD_POWER`; 1 with ``start="prior"``): a power
-    posterior, less sure of relations that the misspecified mechanisms suggest
-    (docs/derivations.md 3.19). ``likelihood_power=1`` gives stop 41's posterior itself.
+    results, whatever the belief network's default; a number, never ``"auto"``).
+    ``likelihood_power`` below 1 (default 1, :data:`CAUSAL_LIKELIHOOD_POWER`) samples a power
+    posterior, the observed units' likelihood raised to that power: at 0.1 it is less sure of
+    the relations the misspecified mechanisms suggest, and it also loses every latent common
+    cause (docs/derivations.md 3.19).
 
     ``start``: where each chain's observed orders begin (:data:`START`). "residual"
     (the default): at a causal order of the data by residual independence

@@ -355,7 +355,7 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default).
     ``chains``: the ICP's chains (None: 4 in the full run, 1 in the quick one). ``margin``: the ICP's
     unit-map margin (None: :data:`chefs.causal.CAUSAL_MARGIN`). ``likelihood_power``: the ICP's
-    (None: :class:`chefs.causal.CausalDiscovery`'s default for the start)."""
+    (None: :class:`chefs.causal.CausalDiscovery`'s default, 1)."""
     from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, START, STARTS
     from ..density import check_margin
     from ..models.nlgbn import check_likelihood_power
@@ -375,7 +375,7 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     margin = CAUSAL_MARGIN if margin is None else check_margin(margin, allow_auto=False)
     if likelihood_power is None:
-        likelihood_power = CAUSAL_LIKELIHOOD_POWER if start == "residual" else 1.0
+        likelihood_power = CAUSAL_LIKELIHOOD_POWER if start == "residual" else 1.0  # (both 1 since stop 42)
     settings = dict(QUICK if quick else FULL, start=start, margin=margin,
                     likelihood_power=check_likelihood_power(likelihood_power))
     if chains is not None:

@@ -39,9 +39,9 @@ def register(sub) -> None:
                    help="unit-map margin: each column's range goes onto [MARGIN, 1 - MARGIN] (default: "
                         f"{CAUSAL_MARGIN}, that of docs/results-causal.md)")
     d.add_argument("--likelihood-power", type=float, default=None, metavar="ETA",
-                   help="the observed units' likelihood raised to ETA in (0, 1] (a power posterior; default "
-                        "chefs.causal.CAUSAL_LIKELIHOOD_POWER, 0.1, with --start residual and 1 with --start prior; "
-                        "1: the posterior itself, as before stop 42; docs/derivations.md 3.19)")
+                   help="the observed units' likelihood raised to ETA in (0, 1]: a power posterior (default 1, the "
+                        "posterior itself; 0.1 is surer of fewer relations and finds no latent common causes; "
+                        "docs/derivations.md 3.19)")
     d.add_argument("--pilots", type=positive_int, default=1, metavar="P",
                    help="multi-start pilots per chain (docs/derivations.md 3.7)")
     d.add_argument("--start", choices=STARTS, default=START,
@@ -153,8 +153,7 @@ def register_bench(bench_subparsers) -> None:
                    help="the ICP's unit-map margin (default: chefs.causal.CAUSAL_MARGIN, 0.3; stop 42 measured 0.1, "
                         "docs/derivations.md 3.8)")
     c.add_argument("--likelihood-power", type=float, default=None, metavar="ETA",
-                   help="the ICP's likelihood power (default: that of chefs discover for the --start; 1 reproduces "
-                        "stop 41; docs/derivations.md 3.19)")
+                   help="the ICP's likelihood power (default 1, as chefs discover; docs/derivations.md 3.19)")
     c.set_defaults(func=cmd_bench_causal)
 
 
