@@ -1,6 +1,7 @@
 """Calibration of the ICP's causal posteriors chain by chain, against the chains pooled (issue 23).
 
-    python benchmarks/causal_chain_calibration.py BENCH_DIR [--seeds 0,1,...,9] [--chains 0,1,2,3]
+    python benchmarks/causal_chain_calibration.py BENCH_DIR [--seeds 0,1,...,9] [--chains 0,1,2,3] [--plot FILE.png]
+        [--label TEXT]
 
 ``BENCH_DIR`` is the output of ``chefs bench causal --out BENCH_DIR`` (its ``runs/seedS`` causal run
 directories are read back with ``CausalDiscovery.load(run, chains=[c])``; nothing is refitted). The
@@ -8,6 +9,9 @@ SEMs are rebuilt from their seeds by the benchmark's own generator, so the truth
 For each chain alone, and for all of them pooled, the script prints the benchmark's calibration
 table (its bins, ``chefs.bench.causal.BINS``) of ``p_edge`` and ``p_ancestor`` over all ordered
 pairs of the given seeds: the count, the mean probability and the observed frequency per bin.
+
+``--plot``: a reliability diagram (observed frequency against mean probability per bin, the points sized
+by their counts) of each chain alone and of the chains pooled, one panel per probability.
 
 It separates two reasons a posterior can be miscalibrated: chains that disagree (then each chain
 alone is sharp and the pool fills the middle bins) and a posterior that is itself overconfident
@@ -39,6 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("bench_dir")
     ap.add_argument("--seeds", default="0,1,2,3,4,5,6,7,8,9")
     ap.add_argument("--chains", default="0,1,2,3")
+    ap.add_argument("--plot", default=None, help="write a reliability diagram to this PNG file")
+    ap.add_argument("--label", default=None, help="what the runs are, for the figure's title (default: BENCH_DIR)")
     args = ap.parse_args(argv)
     from chefs.bench.causal import BINS, make_sem, sem_settings
     from chefs.causal import CausalDiscovery
@@ -49,6 +55,7 @@ def main(argv=None) -> int:
     print(f"Calibration per chain and pooled: {args.bench_dir}, seeds {seeds}\n")
     print("| chains | probability | bin | count | mean predicted | observed frequency |")
     print("|---|---|---|---|---|---|")
+    curves = {}
     for group in groups:
         pe, pa = [], []
         for seed in seeds:
@@ -59,9 +66,45 @@ def main(argv=None) -> int:
             pa += list(zip(s.p_ancestor[off], sem.ancestor[off]))
         label = ", ".join(map(str, group)) if len(group) > 1 else f"{group[0]} alone"
         for key, pairs in (("p_edge", pe), ("p_ancestor", pa)):
-            for b, n, pred, obs in calibration_rows(pairs, BINS):
+            rows = calibration_rows(pairs, BINS)
+            curves[(label, key)] = rows
+            for b, n, pred, obs in rows:
                 print(f"| {label} | {key} | {b} | {n} | {pred:.3f} | {obs:.3f} |".replace("nan", "n/a"))
+    if args.plot:
+        plot(curves, args.plot, f"{args.label or args.bench_dir}, seeds {seeds[0]}-{seeds[-1]}")
     return 0
+
+
+def plot(curves, path, title) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), sharey=True)
+    for ax, key in zip(axes, ("p_edge", "p_ancestor")):
+        ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="calibrated")
+        for (label, k), rows in curves.items():
+            if k != key:
+                continue
+            pooled = "alone" not in label
+            x = [r[2] for r in rows if r[1]]
+            y = [r[3] for r in rows if r[1]]
+            n = [r[1] for r in rows if r[1]]
+            ax.plot(x, y, color="C3" if pooled else "C0", lw=2.2 if pooled else 0.8, alpha=1 if pooled else 0.6,
+                    label=f"chains {label} pooled" if pooled else ("each chain alone" if label.startswith("0 ") else None))
+            ax.scatter(x, y, s=[6 + v / 3 for v in n], color="C3" if pooled else "C0", alpha=0.8 if pooled else 0.4)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("mean probability in the bin")
+        ax.set_title(key)
+    axes[0].set_ylabel("fraction of the pairs that hold")
+    axes[0].legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"Calibration of the ICP's causal probabilities, chain by chain ({title}); point area ~ count",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
