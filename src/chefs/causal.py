@@ -482,7 +482,7 @@ class CausalDiscovery(BeliefNetwork):
         kw.setdefault("chains", CAUSAL_CHAINS)
         if start == "residual":
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
-            kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
+        kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
         if margin is not None:
             from .density import check_margin
 
@@ -605,5 +605,5 @@ def is_causal_run(run_dir) -> bool:
 
 
 __all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS", "CAUSAL_CHAINS",
-           "CAUSAL_INIT_HIDDEN", "CAUSAL_LIKELIHOOD_POWER", "is_causal_run", "chain_disagreement", "residual_order", "normalised_hsic",
-           "order_values", "START", "STARTS"]
+           "CAUSAL_INIT_HIDDEN", "CAUSAL_LIKELIHOOD_POWER", "is_causal_run", "chain_disagreement", "residual_order",
+           "normalised_hsic", "order_values", "START", "STARTS"]

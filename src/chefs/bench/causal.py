@@ -375,7 +375,7 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     margin = CAUSAL_MARGIN if margin is None else check_margin(margin, allow_auto=False)
     if likelihood_power is None:
-        likelihood_power = CAUSAL_LIKELIHOOD_POWER if start == "residual" else 1.0  # (both 1 since stop 42)
+        likelihood_power = CAUSAL_LIKELIHOOD_POWER
     settings = dict(QUICK if quick else FULL, start=start, margin=margin,
                     likelihood_power=check_likelihood_power(likelihood_power))
     if chains is not None:
