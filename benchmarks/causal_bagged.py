@@ -81,7 +81,8 @@ def main(argv=None) -> int:
     print("| bin | count | mean predicted | observed frequency |\n|---|---|---|---|")
     for b in range(len(BINS) - 1):
         m = (q >= BINS[b]) & ((q < BINS[b + 1]) if b < len(BINS) - 2 else (q <= BINS[b + 1]))
-        print(f"| [{BINS[b]:.1f}, {BINS[b + 1]:.1f}) | {int(m.sum())} | {q[m].mean():.3f} | {t[m].mean():.3f} |")
+        close = "]" if b == len(BINS) - 2 else ")"
+        print(f"| [{BINS[b]:.1f}, {BINS[b + 1]:.1f}{close} | {int(m.sum())} | {q[m].mean():.3f} | {t[m].mean():.3f} |")
     return 0
 
 
