@@ -386,7 +386,8 @@ class BeliefNetwork:
     likelihood_power : float in (0, 1]
         The observed units' likelihood raised to this power: 1 (default) samples the
         posterior; below 1 a power ("generalised") posterior, flatter where the model
-        is misspecified (docs/derivations.md 3.19; causal discovery's default is 0.1).
+        is misspecified (docs/derivations.md 3.19; causal discovery's default is 1, and
+        stop 42 measured 0.1).
         The observed units' stored precisions are then ``power * rho``, and what the
         fit predicts (fantasy data, densities) uses them. Not with ``hmc_steps``.
     pilots, pilot_sweeps : int

@@ -100,8 +100,9 @@ class NLGBN:
     """
 
     is_null = False
-    #: tests only: 1 plants an error in the power posterior's precision update (the residual sum of squares
-    #: left untempered), the control of tests/test_causal.py::test_stationarity_power_posterior
+    #: tests only: planted errors in the power posterior's precision update, the controls of
+    #: tests/test_causal.py::test_stationarity_power_posterior: 1 leaves the residual sum of squares untempered,
+    #: 2 tempers the hidden units' precisions too
     power_plant = 0
 
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
@@ -316,7 +317,7 @@ class NLGBN:
             self.W[pa, i] = beta[1:]
             self.MU[i] = beta @ X
             r = self.Y[i] - self.MU[i]
-            if state.obs[i] and self.likelihood_power != 1.0:
+            if (state.obs[i] or self.power_plant == 2) and self.likelihood_power != 1.0:
                 # the tempered conditional Gamma(a + eta N / 2, b + eta S / 2); the slot holds eta * rho
                 e = self.likelihood_power
                 es = 1.0 if self.power_plant == 1 else e
