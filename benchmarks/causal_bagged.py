@@ -45,8 +45,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from concurrent.futures import ProcessPoolExecutor
 
-    from chefs.bench.causal import (BI, BINS, BWD, FWD, NONE, auroc, make_sem, precision_recall_f1, sem_settings, shd,
-                                    true_marks)
+    from chefs.bench.causal import (auroc, calibration_table, icp_estimate, make_sem, precision_recall_f1,
+                                    sem_settings, shd, true_marks)
     from chefs.causal import CausalSummary
 
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -60,29 +60,22 @@ def main(argv=None) -> int:
         sem = make_sem(seed, *sem_settings(seed, False))
         D = sem.X.shape[1]
         samples = [s for b in range(args.bags) for s in got[seed][b]]
-        chains = [b for b in range(args.bags) for _ in got[seed][b]]
-        P, _ = CausalSummary.from_samples(samples, [str(i) for i in range(D)], chains)
-        d = P.p_edge > 0.5
-        marks = {(i, j): (FWD if d[i, j] else BWD if d[j, i] else BI if P.p_confounded[i, j] > 0.5 else NONE)
-                 for i in range(D) for j in range(i + 1, D)}
-        shds.append(shd(marks, true_marks(sem)))
-        f = precision_recall_f1(P.p_ancestor > 0.5, sem.ancestor)[2]
+        est = icp_estimate(CausalSummary.from_samples(samples, [str(i) for i in range(D)]))  # the benchmark's reading
+        shds.append(shd(est.marks, true_marks(sem)))
+        f = precision_recall_f1(est.ancestor, sem.ancestor)[2]
         f1.append(f)
         if sem.num_hidden > 0:
             f1h.append(f)
-        au.append(auroc(P.p_edge, sem.edges))
+        au.append(auroc(est.scores, sem.edges))
         off = ~np.eye(D, dtype=bool)
-        for q, t in ((P.p_edge, sem.edges), (P.p_ancestor, sem.ancestor), (P.p_confounded, sem.confounded)):
-            calib += list(zip(q[off], t[off]))
+        for key, truth in (("p_edge", sem.edges), ("p_ancestor", sem.ancestor), ("p_confounded", sem.confounded)):
+            calib += [(key, float(q), bool(t)) for q, t in zip(est.probs[key][off], truth[off])]
     print(f"Bagged posterior, {args.bags} bootstrap fits of one chain per SEM, seeds {seeds}: SHD {np.mean(shds):.1f}, "
           f"ancestral F1 {np.mean(f1):.3f} (with confounders {np.mean(f1h):.3f}), AUROC {np.mean(au):.3f}\n")
-    q = np.array([c[0] for c in calib])
-    t = np.array([c[1] for c in calib], float)
     print("| bin | count | mean predicted | observed frequency |\n|---|---|---|---|")
-    for b in range(len(BINS) - 1):
-        m = (q >= BINS[b]) & ((q < BINS[b + 1]) if b < len(BINS) - 2 else (q <= BINS[b + 1]))
-        close = "]" if b == len(BINS) - 2 else ")"
-        print(f"| [{BINS[b]:.1f}, {BINS[b + 1]:.1f}{close} | {int(m.sum())} | {q[m].mean():.3f} | {t[m].mean():.3f} |")
+    for c in calibration_table(calib):
+        if c["probability"] == "all":
+            print(f"| {c['bin']} | {c['count']} | {c['mean_predicted']:.3f} | {c['observed_frequency']:.3f} |")
     return 0
 
 

@@ -26,18 +26,6 @@ import sys
 import numpy as np
 
 
-def calibration_rows(pairs, bins):
-    q = np.array([p for p, _ in pairs], float)
-    t = np.array([t for _, t in pairs], float)
-    rows = []
-    for b in range(len(bins) - 1):
-        m = (q >= bins[b]) & ((q < bins[b + 1]) if b < len(bins) - 2 else (q <= bins[b + 1]))
-        n = int(m.sum())
-        rows.append((f"[{bins[b]:.1f}, {bins[b + 1]:.1f}{']' if b == len(bins) - 2 else ')'}", n,
-                     float(q[m].mean()) if n else float("nan"), float(t[m].mean()) if n else float("nan")))
-    return rows
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bench_dir")
@@ -46,7 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", default=None, help="write a reliability diagram to this PNG file")
     ap.add_argument("--label", default=None, help="what the runs are, for the figure's title (default: BENCH_DIR)")
     args = ap.parse_args(argv)
-    from chefs.bench.causal import BINS, make_sem, sem_settings
+    from chefs.bench.causal import calibration_table, make_sem, sem_settings
     from chefs.causal import CausalDiscovery
 
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -57,16 +45,17 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|")
     curves = {}
     for group in groups:
-        pe, pa = [], []
+        calib = []
         for seed in seeds:
             sem = make_sem(seed, *sem_settings(seed, False))
             s = CausalDiscovery.load(f"{args.bench_dir}/runs/seed{seed}", chains=group).summary_
             off = ~np.eye(sem.X.shape[1], dtype=bool)
-            pe += list(zip(s.p_edge[off], sem.edges[off]))
-            pa += list(zip(s.p_ancestor[off], sem.ancestor[off]))
+            for key, truth in (("p_edge", sem.edges), ("p_ancestor", sem.ancestor)):
+                calib += [(key, float(q), bool(t)) for q, t in zip(getattr(s, key)[off], truth[off])]
         label = ", ".join(map(str, group)) if len(group) > 1 else f"{group[0]} alone"
-        for key, pairs in (("p_edge", pe), ("p_ancestor", pa)):
-            rows = calibration_rows(pairs, BINS)
+        for key in ("p_edge", "p_ancestor"):  # the benchmark's own bins (chefs.bench.causal.calibration_table)
+            rows = [(c["bin"], c["count"], c["mean_predicted"], c["observed_frequency"])
+                    for c in calibration_table(calib) if c["probability"] == key]
             curves[(label, key)] = rows
             for b, n, pred, obs in rows:
                 print(f"| {label} | {key} | {b} | {n} | {pred:.3f} | {obs:.3f} |".replace("nan", "n/a"))

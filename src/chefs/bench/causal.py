@@ -260,15 +260,15 @@ def run_icp(sem: SEM, settings: dict, run_dir, seed: int, names=None) -> Estimat
                          start=settings["start"], margin=settings.get("margin"),
                          likelihood_power=settings.get("likelihood_power", 1.0))
     cd.fit(sem.X, names=names)
-    s = cd.summary_
-    directed = s.p_edge > 0.5
-    marks = {}
-    D = directed.shape[0]
-    for i in range(D):
-        for j in range(i + 1, D):
-            marks[(i, j)] = (FWD if directed[i, j] else BWD if directed[j, i]
-                             else BI if s.p_confounded[i, j] > 0.5 else NONE)
-    return Estimate(marks, s.p_ancestor > 0.5, s.p_edge,
+    return icp_estimate(cd.summary_)
+
+
+def icp_estimate(s) -> Estimate:
+    """The benchmark's reading of a :class:`chefs.causal.CausalSummary`: a directed mark where
+    ``p_edge`` > 0.5 (both directions cannot be, their paths exclude each other), else a
+    bidirected one where ``p_confounded`` > 0.5; ancestral relations where ``p_ancestor`` > 0.5;
+    ``p_edge`` as the AUROC's scores."""
+    return Estimate(_marks_from(s.p_edge > 0.5, s.p_confounded > 0.5), s.p_ancestor > 0.5, s.p_edge,
                     {"p_edge": s.p_edge, "p_ancestor": s.p_ancestor, "p_confounded": s.p_confounded})
 
 

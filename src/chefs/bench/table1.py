@@ -337,8 +337,6 @@ def _run_cells(out, path, kept, datasets, seeds, models, settings, label, data_d
                progress) -> list[dict]:
     """Run the missing cells (serially, in ``jobs`` processes, or on the Dask
     executor ``pool``), appending each row to ``path`` as it comes; all rows."""
-    from ..density import check_margin
-
     seeds = tuple(seeds)
     cells = [(ds, seed, todo, settings, data_dir, str(out), int(chains), baseline)
              for ds, seed, todo, baseline in _cells_to_run(kept, datasets, seeds, models)]
@@ -355,12 +353,6 @@ def _run_cells(out, path, kept, datasets, seeds, models, settings, label, data_d
 
     def record(row, fantasy, test):
         row["settings"] = label
-        # the belief networks' unit-map margin (the number used on this data set: _cell_rows), so that a merge
-        # never mixes margins on one data set
-        if row["model"] in NETWORKS:  # a row without its margin (never from _cell_rows) cannot record "auto"
-            row["margin"] = row.get("margin") or repr(check_margin(settings["margin"], allow_auto=False))
-        else:
-            row["margin"] = ""
         if fantasy is not None:  # before the row: a row on disk always has its whole fantasy file
             fantasy_dir.mkdir(exist_ok=True)
             atomic_savez(fantasy_dir / f"{row['dataset']}-{row['model']}-{row['seed']}.npz", fantasy=fantasy,
@@ -538,6 +530,8 @@ def _cell_rows(ds, seed, models, settings, data_dir, out, chains, baseline=True,
     for the figure). ``data``: the cell's ``(train, test)`` (from
     :func:`_training_split`), else loaded from ``data_dir``. ``out``: the
     belief networks' runs go to ``out/runs``, or to temporary directories when None."""
+    from ..density import resolve_margin
+
     train, test = _training_split(ds, seed, settings, data_dir) if data is None else data
     n = test.shape[0]
     t0 = time.perf_counter()
@@ -570,9 +564,8 @@ def _cell_rows(ds, seed, models, settings, data_dir, out, chains, baseline=True,
         hd = hellinger(fantasy, test)
         row = {"dataset": ds, "model": model, "seed": seed, "hellinger": hd, "heldout_loglik": ll,
                "seconds": time.perf_counter() - t0, "note": note}
-        if model in NETWORKS:  # the margin this data set's unit map used (margin="auto" decides by its columns)
-            from ..density import resolve_margin
-
+        if model in NETWORKS:  # the margin this data set's unit map used (margin="auto" decides by its columns), so
+            # that a merge never mixes margins on one data set; the other models' rows leave the column empty
             row["margin"] = repr(resolve_margin(settings["margin"], train.shape[1]))
         log(f"  {ds:9s} {model:8s} seed {seed}: HD {hd:.4f}  held-out {ll:.3f}  ({row['seconds']:.1f} s)")
         yield (row, fantasy, test) if ds in TOY else (row, None, None)

@@ -14,7 +14,7 @@ from ._util import nonneg_int, positive_float, positive_int, print_chain_compari
 
 
 def register(sub) -> None:
-    from ..causal import CAUSAL_CHAINS, CAUSAL_MARGIN, MAX_COLUMNS, START, STARTS
+    from ..causal import CAUSAL_CHAINS, CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, MAX_COLUMNS, START, STARTS
 
     d = sub.add_parser("discover", help="posterior over causal graphs with hidden common causes (ICP belief network "
                                         "with free observed orders)")
@@ -38,7 +38,7 @@ def register(sub) -> None:
     d.add_argument("--margin", type=float, default=CAUSAL_MARGIN,
                    help="unit-map margin: each column's range goes onto [MARGIN, 1 - MARGIN] (default: "
                         f"{CAUSAL_MARGIN}, that of docs/results-causal.md)")
-    d.add_argument("--likelihood-power", type=float, default=None, metavar="ETA",
+    d.add_argument("--likelihood-power", type=float, default=CAUSAL_LIKELIHOOD_POWER, metavar="ETA",
                    help="the observed units' likelihood raised to ETA in (0, 1]: a power posterior (default 1, the "
                         "posterior itself; 0.1 is surer of fewer relations and finds no latent common causes; "
                         "docs/derivations.md 3.19)")
@@ -87,7 +87,7 @@ def cmd_discover(args) -> int:
                           margin=args.margin, pilots=args.pilots, structure_warmup=args.warmup, start=args.start,
                           num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,
                           progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
-                          **({} if args.likelihood_power is None else {"likelihood_power": args.likelihood_power}))
+                          likelihood_power=args.likelihood_power)
     net.fit(X, names=names)
     from ..mcmc.diagnostics import write_netcdf
 

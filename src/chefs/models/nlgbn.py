@@ -317,7 +317,7 @@ class NLGBN:
             self.W[pa, i] = beta[1:]
             self.MU[i] = beta @ X
             r = self.Y[i] - self.MU[i]
-            if (state.obs[i] or self.power_plant == 2) and self.likelihood_power != 1.0:
+            if self.likelihood_power != 1.0 and (state.obs[i] or self.power_plant == 2):
                 # the tempered conditional Gamma(a + eta N / 2, b + eta S / 2); the slot holds eta * rho
                 e = self.likelihood_power
                 es = 1.0 if self.power_plant == 1 else e
@@ -614,7 +614,7 @@ class NLGBN:
         for i in state.canonical_slots()[np.argsort(-state.theta[state.canonical_slots()], kind="stable")]:
             pa = self.parents(state, i)
             self.b[i] = rng.normal() * math.sqrt(self.bias_var)
-            if state.obs[i] and self.likelihood_power != 1.0:
+            if self.likelihood_power != 1.0 and state.obs[i]:
                 # the generative model whose posterior is the power posterior (docs/derivations.md 3.19): the
                 # observed precision rho ~ Gamma(a + N (eta - 1) / 2, b), the slot eta * rho, the data
                 # N(MU, 1 / slot)
