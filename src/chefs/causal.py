@@ -411,9 +411,10 @@ def order_values(order, D: int) -> np.ndarray:
 # ------------------------------------------------------------------ estimator
 #: unit-map margin of causal discovery: 0.3, at which docs/results-causal.md was measured
 CAUSAL_MARGIN = 0.3
-#: chains of a causal run (`CausalDiscovery`, `chefs discover`, the full `chefs bench causal`): 4 since stop 41,
-#: each from its own residual order (chain c > 0 on a bootstrap resample); docs/derivations.md 3.8
-CAUSAL_CHAINS = 4
+#: chains of a causal run (`CausalDiscovery`, `chefs discover`, the full `chefs bench causal`): 8 since stop 43
+#: (4 at stops 41-42), each from its own residual order (chain c > 0 on a bootstrap resample); more chains pooled
+#: are better calibrated (docs/derivations.md 3.8, "More chains")
+CAUSAL_CHAINS = 8
 #: expected hidden units of the residual start (``init_hidden``; the density estimator's is 10, which
 #: ``start="prior"`` keeps): 2 since stop 41, fewer spurious common causes; docs/derivations.md 3.8
 CAUSAL_INIT_HIDDEN = 2.0
@@ -432,8 +433,8 @@ class CausalDiscovery(BeliefNetwork):
     are latent causes or mediators. Every keyword of ``BeliefNetwork`` applies
     except ``inputs`` (conditioning on inputs fixes orders), ``rotate`` (always
     False: the variables themselves are the observed units) and ``tails`` (always
-    False: each variable's scale stays affine). Defaults here: four chains
-    (:data:`CAUSAL_CHAINS`; stops 34-40 ran 2, so ``start="prior", chains=2`` reproduces
+    False: each variable's scale stays affine). Defaults here: eight chains
+    (:data:`CAUSAL_CHAINS`; stops 41-42 ran 4, stops 34-40 2, so ``start="prior", chains=2`` reproduces
     them), about two hidden units in each residual start (``init_hidden``,
     :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain
     (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is available but

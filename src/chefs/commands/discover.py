@@ -26,7 +26,7 @@ def register(sub) -> None:
     d.add_argument("--chains", type=positive_int, default=CAUSAL_CHAINS,
                    help="chains, each from its own start (see --start; with 'residual', chains 1, 2, ... order "
                         "bootstrap resamples), so that `chefs summary` shows whether they disagree (default "
-                        f"{CAUSAL_CHAINS}; stops 34-40 ran 2)")
+                        f"{CAUSAL_CHAINS}; stops 41-42 ran 4, stops 34-40 2)")
     d.add_argument("--sweeps", type=positive_int, default=2000)
     d.add_argument("--burn-in", type=nonneg_int, default=1000)
     d.add_argument("--thin", type=positive_int, default=10)
@@ -133,7 +133,7 @@ def report(net, out) -> None:
 def register_bench(bench_subparsers) -> None:
     """``chefs bench causal`` under the ``bench`` parser's sub-commands."""
     from ..bench.causal import METHODS
-    from ..causal import START, STARTS
+    from ..causal import CAUSAL_CHAINS, START, STARTS
 
     c = bench_subparsers.add_parser("causal", help="causal discovery against PC, FCI, GES, DirectLiNGAM, RCD and RESIT on "
                                                    "synthetic nonlinear SEMs with hidden confounders")
@@ -148,7 +148,7 @@ def register_bench(bench_subparsers) -> None:
                    help="where the ICP's chains start (as chefs discover --start; '--start prior --chains 2' "
                         "reproduces stops 34-40)")
     c.add_argument("--chains", type=positive_int, default=None,
-                   help="the ICP's chains (default: 4 in the full run, 1 with --quick)")
+                   help=f"the ICP's chains (default: {CAUSAL_CHAINS} in the full run, 1 with --quick)")
     c.add_argument("--margin", type=float, default=None,
                    help="the ICP's unit-map margin (default: chefs.causal.CAUSAL_MARGIN, 0.3; stop 42 measured 0.1, "
                         "docs/derivations.md 3.8)")
