@@ -2,6 +2,7 @@
 
     python benchmarks/causal_chain_calibration.py BENCH_DIR [--seeds 0,1,...,9] [--chains 0,1,2,3] [--plot FILE.png]
         [--label TEXT]
+    python benchmarks/causal_chain_calibration.py BENCH_DIR --pools 1,2,4,8,16 [--seeds ...] [--plot FILE.png]
 
 ``BENCH_DIR`` is the output of ``chefs bench causal --out BENCH_DIR`` (its ``runs/seedS`` causal run
 directories are read back with ``CausalDiscovery.load(run, chains=[c])``; nothing is refitted). The
@@ -9,6 +10,13 @@ SEMs are rebuilt from their seeds by the benchmark's own generator, so the truth
 For each chain alone, and for all of them pooled, the script prints the benchmark's calibration
 table (its bins, ``chefs.bench.causal.BINS``) of ``p_edge`` and ``p_ancestor`` over all ordered
 pairs of the given seeds: the count, the mean probability and the observed frequency per bin.
+
+``--pools K1,K2,...``: instead, the first K chains pooled for each K (chains 0..K-1 of a run with at
+least max(K) chains; chain c's stream and start depend on the run's seed and c only, so they are the
+chains of a K-chain run), with the benchmark's readings of each pool beside the table: SHD, ancestral F1
+(on all SEMs and on those with hidden confounders), AUROC, the posterior mean number of latent common
+causes, and the expected calibration error (count-weighted mean |mean predicted - observed frequency|
+over the bins of all three probabilities pooled).
 
 ``--plot``: a reliability diagram (observed frequency against mean probability per bin, the points sized
 by their counts) of each chain alone and of the chains pooled, one panel per probability.
@@ -31,6 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("bench_dir")
     ap.add_argument("--seeds", default="0,1,2,3,4,5,6,7,8,9")
     ap.add_argument("--chains", default="0,1,2,3")
+    ap.add_argument("--pools", default=None, help="comma-separated K: the first K chains pooled, for each K")
     ap.add_argument("--plot", default=None, help="write a reliability diagram to this PNG file")
     ap.add_argument("--label", default=None, help="what the runs are, for the figure's title (default: BENCH_DIR)")
     args = ap.parse_args(argv)
@@ -38,6 +47,8 @@ def main(argv=None) -> int:
     from chefs.causal import CausalDiscovery
 
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.pools:
+        return pools(args, seeds, [int(k) for k in args.pools.split(",")])
     chains = [int(c) for c in args.chains.split(",")]
     groups = [[c] for c in chains] + [chains]
     print(f"Calibration per chain and pooled: {args.bench_dir}, seeds {seeds}\n")
@@ -62,6 +73,86 @@ def main(argv=None) -> int:
     if args.plot:
         plot(curves, args.plot, f"{args.label or args.bench_dir}, seeds {seeds[0]}-{seeds[-1]}")
     return 0
+
+
+def pools(args, seeds, ks) -> int:
+    """The first K chains pooled, for each K: the benchmark's readings and calibration table."""
+    from chefs.bench.causal import (auroc, calibration_table, icp_estimate, make_sem, precision_recall_f1,
+                                    sem_settings, shd, true_marks)
+    from chefs.causal import CausalDiscovery
+
+    if any(k < 1 for k in ks):
+        raise ValueError(f"--pools takes positive chain counts, got {ks}")
+    print(f"The first K chains pooled: {args.bench_dir}, seeds {seeds}\n")
+    print("| K | SHD | ancestral F1 (H > 0) | AUROC | latent common causes: H > 0, H = 0 | expected calibration error |")
+    print("|---|---|---|---|---|---|")
+    tables, curves = {}, {}
+    for k in ks:
+        rows, calib, latent = [], [], {True: [], False: []}
+        for seed in seeds:
+            D, H, N = sem_settings(seed, False)
+            sem = make_sem(seed, D, H, N)
+            s = CausalDiscovery.load(f"{args.bench_dir}/runs/seed{seed}", chains=list(range(k))).summary_
+            est = icp_estimate(s)
+            rows.append((H > 0, shd(est.marks, true_marks(sem)), precision_recall_f1(est.ancestor, sem.ancestor)[2],
+                         auroc(est.scores, sem.edges)))
+            off = ~np.eye(D, dtype=bool)
+            for key, truth in (("p_edge", sem.edges), ("p_ancestor", sem.ancestor), ("p_confounded", sem.confounded)):
+                calib += [(key, float(q), bool(t)) for q, t in zip(getattr(s, key)[off], truth[off])]
+            latent[H > 0].append(float(np.mean(s.confounders)))
+        table = calibration_table(calib)
+        every = [c for c in table if c["probability"] == "all" and c["count"]]
+        ece = sum(c["count"] * abs(c["mean_predicted"] - c["observed_frequency"]) for c in every) / sum(
+            c["count"] for c in every)
+        conf = np.array([r[0] for r in rows])
+        shd_, f1, au = (np.array([r[i] for r in rows], float) for i in (1, 2, 3))
+        mean = lambda v: float(np.mean(v)) if len(v) else float("nan")  # noqa: E731
+        print(f"| {k} | {shd_.mean():.1f} | {f1.mean():.3f} ({mean(f1[conf]):.3f}) | {np.nanmean(au):.3f} | "
+              f"{mean(latent[True]):.2f}, {mean(latent[False]):.2f} | {ece:.3f} |".replace("nan", "n/a"))
+        tables[k] = table
+        label = f"first {k} pooled" if k > 1 else "chain 0 alone"
+        for key in ("p_edge", "p_ancestor"):
+            curves[(label, key)] = [(c["bin"], c["count"], c["mean_predicted"], c["observed_frequency"])
+                                    for c in table if c["probability"] == key]
+    print("\n| K | bin (all three probabilities) | count | mean predicted | observed frequency |")
+    print("|---|---|---|---|---|")
+    for k, table in tables.items():
+        for c in table:
+            if c["probability"] == "all":
+                print(f"| {k} | {c['bin']} | {c['count']} | {c['mean_predicted']:.3f} | "
+                      f"{c['observed_frequency']:.3f} |".replace("nan", "n/a"))
+    if args.plot:
+        plot_pools(curves, ks, args.plot, f"{args.label or args.bench_dir}, seeds {seeds[0]}-{seeds[-1]}")
+    return 0
+
+
+def plot_pools(curves, ks, path, title) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), sharey=True)
+    colours = plt.cm.viridis(np.linspace(0.0, 0.85, len(ks)))
+    for ax, key in zip(axes, ("p_edge", "p_ancestor")):
+        ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="calibrated")
+        for colour, k in zip(colours, ks):
+            label = f"first {k} pooled" if k > 1 else "chain 0 alone"
+            rows = [r for r in curves[(label, key)] if r[1]]
+            x, y, n = [r[2] for r in rows], [r[3] for r in rows], [r[1] for r in rows]
+            ax.plot(x, y, color=colour, lw=1.6, label=f"{k} chain{'s' if k > 1 else ''}")
+            ax.scatter(x, y, s=[6 + v / 3 for v in n], color=colour, alpha=0.7)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("mean probability in the bin")
+        ax.set_title(key)
+    axes[0].set_ylabel("fraction of the pairs that hold")
+    axes[0].legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"Calibration of the ICP's causal probabilities against the number of chains pooled ({title}); "
+                 "point area ~ count", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def plot(curves, path, title) -> None:
