@@ -39,7 +39,8 @@ def main(argv=None) -> int:
     ap.add_argument("bench_dir")
     ap.add_argument("--seeds", default="0,1,2,3,4,5,6,7,8,9")
     ap.add_argument("--chains", default="0,1,2,3")
-    ap.add_argument("--pools", default=None, help="comma-separated K: the first K chains pooled, for each K")
+    ap.add_argument("--pools", type=_chain_counts, default=None,
+                    help="comma-separated K: the first K chains pooled, for each K (replaces --chains)")
     ap.add_argument("--plot", default=None, help="write a reliability diagram to this PNG file")
     ap.add_argument("--label", default=None, help="what the runs are, for the figure's title (default: BENCH_DIR)")
     args = ap.parse_args(argv)
@@ -47,8 +48,14 @@ def main(argv=None) -> int:
     from chefs.causal import CausalDiscovery
 
     seeds = [int(s) for s in args.seeds.split(",")]
-    if args.pools:
-        return pools(args, seeds, [int(k) for k in args.pools.split(",")])
+    if args.pools is not None:
+        from chefs.mcmc.run import load_spec
+
+        for seed in seeds:  # every K must be there before any is read
+            have = int(load_spec(f"{args.bench_dir}/runs/seed{seed}")["chains"])
+            if max(args.pools) > have:
+                ap.error(f"--pools asks for {max(args.pools)} chains; runs/seed{seed} has {have}")
+        return pools(args, seeds, args.pools)
     chains = [int(c) for c in args.chains.split(",")]
     groups = [[c] for c in chains] + [chains]
     print(f"Calibration per chain and pooled: {args.bench_dir}, seeds {seeds}\n")
@@ -71,8 +78,26 @@ def main(argv=None) -> int:
             for b, n, pred, obs in rows:
                 print(f"| {label} | {key} | {b} | {n} | {pred:.3f} | {obs:.3f} |".replace("nan", "n/a"))
     if args.plot:
-        plot(curves, args.plot, f"{args.label or args.bench_dir}, seeds {seeds[0]}-{seeds[-1]}")
+        plot(curves, args.plot, f"{args.label or args.bench_dir}, seeds {_seed_label(seeds)}")
     return 0
+
+
+def _seed_label(seeds) -> str:
+    """'10-19' for consecutive seeds, else the list."""
+    if list(seeds) == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(map(str, seeds))
+
+
+def _chain_counts(text: str) -> list[int]:
+    """``--pools``: positive integers, comma-separated; sorted, without repeats."""
+    try:
+        ks = sorted({int(k) for k in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes comma-separated chain counts, got {text!r}") from None
+    if not ks or ks[0] < 1:
+        raise argparse.ArgumentTypeError(f"takes positive chain counts, got {text!r}")
+    return ks
 
 
 def pools(args, seeds, ks) -> int:
@@ -81,8 +106,6 @@ def pools(args, seeds, ks) -> int:
                                     sem_settings, shd, true_marks)
     from chefs.causal import CausalDiscovery
 
-    if any(k < 1 for k in ks):
-        raise ValueError(f"--pools takes positive chain counts, got {ks}")
     print(f"The first K chains pooled: {args.bench_dir}, seeds {seeds}\n")
     print("| K | SHD | ancestral F1 (H > 0) | AUROC | latent common causes: H > 0, H = 0 | expected calibration error |")
     print("|---|---|---|---|---|---|")
@@ -122,7 +145,7 @@ def pools(args, seeds, ks) -> int:
                 print(f"| {k} | {c['bin']} | {c['count']} | {c['mean_predicted']:.3f} | "
                       f"{c['observed_frequency']:.3f} |".replace("nan", "n/a"))
     if args.plot:
-        plot_pools(curves, ks, args.plot, f"{args.label or args.bench_dir}, seeds {seeds[0]}-{seeds[-1]}")
+        plot_pools(curves, ks, args.plot, f"{args.label or args.bench_dir}, seeds {_seed_label(seeds)}")
     return 0
 
 

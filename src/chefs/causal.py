@@ -413,7 +413,8 @@ def order_values(order, D: int) -> np.ndarray:
 CAUSAL_MARGIN = 0.3
 #: chains of a causal run (`CausalDiscovery`, `chefs discover`, the full `chefs bench causal`): 8 since stop 43
 #: (4 at stops 41-42), each from its own residual order (chain c > 0 on a bootstrap resample); more chains pooled
-#: are better calibrated (docs/derivations.md 3.8, "More chains")
+#: assert fewer false relations at p >= 0.8, while the middle bins stay as miscalibrated (docs/derivations.md 3.8,
+#: "Eight chains")
 CAUSAL_CHAINS = 8
 #: expected hidden units of the residual start (``init_hidden``; the density estimator's is 10, which
 #: ``start="prior"`` keeps): 2 since stop 41, fewer spurious common causes; docs/derivations.md 3.8
@@ -434,8 +435,8 @@ class CausalDiscovery(BeliefNetwork):
     except ``inputs`` (conditioning on inputs fixes orders), ``rotate`` (always
     False: the variables themselves are the observed units) and ``tails`` (always
     False: each variable's scale stays affine). Defaults here: eight chains
-    (:data:`CAUSAL_CHAINS`; stops 41-42 ran 4, stops 34-40 2, so ``start="prior", chains=2`` reproduces
-    them), about two hidden units in each residual start (``init_hidden``,
+    (:data:`CAUSAL_CHAINS`; ``chains=4`` gives stops 41-42's runs, and ``start="prior", chains=2``
+    reproduces stops 34-40's), about two hidden units in each residual start (``init_hidden``,
     :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain
     (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is available but
     untested for this use), margin 0.3 (:data:`CAUSAL_MARGIN`, that of the documented
