@@ -150,35 +150,30 @@ def pools(args, seeds, ks) -> int:
 
 
 def plot_pools(curves, ks, path, title) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), sharey=True)
-    colours = plt.cm.viridis(np.linspace(0.0, 0.85, len(ks)))
-    for ax, key in zip(axes, ("p_edge", "p_ancestor")):
-        ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="calibrated")
-        for colour, k in zip(colours, ks):
-            label = f"first {k} pooled" if k > 1 else "chain 0 alone"
-            rows = [r for r in curves[(label, key)] if r[1]]
-            x, y, n = [r[2] for r in rows], [r[3] for r in rows], [r[1] for r in rows]
-            ax.plot(x, y, color=colour, lw=1.6, label=f"{k} chain{'s' if k > 1 else ''}")
-            ax.scatter(x, y, s=[6 + v / 3 for v in n], color=colour, alpha=0.7)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("mean probability in the bin")
-        ax.set_title(key)
-    axes[0].set_ylabel("fraction of the pairs that hold")
-    axes[0].legend(loc="upper left", fontsize=8)
-    fig.suptitle(f"Calibration of the ICP's causal probabilities against the number of chains pooled ({title}); "
-                 "point area ~ count", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    series = []
+    for colour, k in zip(plt.cm.viridis(np.linspace(0.0, 0.85, len(ks))), ks):
+        label = f"first {k} pooled" if k > 1 else "chain 0 alone"
+        series.append(({key: curves[(label, key)] for key in ("p_edge", "p_ancestor")},
+                       dict(color=colour, lw=1.6, alpha=1.0, label=f"{k} chain{'s' if k > 1 else ''}"), 0.7))
+    _reliability(path, f"Calibration of the ICP's causal probabilities against the number of chains pooled ({title}); "
+                       "point area ~ count", series)
 
 
 def plot(curves, path, title) -> None:
+    series = []
+    for label in dict.fromkeys(lab for lab, _ in curves):
+        pooled = "alone" not in label
+        style = dict(color="C3" if pooled else "C0", lw=2.2 if pooled else 0.8, alpha=1 if pooled else 0.6,
+                     label=f"chains {label} pooled" if pooled else ("each chain alone" if label.startswith("0 ") else None))
+        series.append(({key: curves[(label, key)] for key in ("p_edge", "p_ancestor")}, style, 0.8 if pooled else 0.4))
+    _reliability(path, f"Calibration of the ICP's causal probabilities, chain by chain ({title}); point area ~ count",
+                 series)
+
+
+def _reliability(path, suptitle, series) -> None:
+    """A reliability diagram per probability: each series is ({key: bin rows}, line style, point alpha)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,24 +182,18 @@ def plot(curves, path, title) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), sharey=True)
     for ax, key in zip(axes, ("p_edge", "p_ancestor")):
         ax.plot([0, 1], [0, 1], color="0.6", lw=1, ls="--", label="calibrated")
-        for (label, k), rows in curves.items():
-            if k != key:
-                continue
-            pooled = "alone" not in label
-            x = [r[2] for r in rows if r[1]]
-            y = [r[3] for r in rows if r[1]]
-            n = [r[1] for r in rows if r[1]]
-            ax.plot(x, y, color="C3" if pooled else "C0", lw=2.2 if pooled else 0.8, alpha=1 if pooled else 0.6,
-                    label=f"chains {label} pooled" if pooled else ("each chain alone" if label.startswith("0 ") else None))
-            ax.scatter(x, y, s=[6 + v / 3 for v in n], color="C3" if pooled else "C0", alpha=0.8 if pooled else 0.4)
+        for rows_by_key, style, point_alpha in series:
+            rows = [r for r in rows_by_key[key] if r[1]]
+            x, y, n = [r[2] for r in rows], [r[3] for r in rows], [r[1] for r in rows]
+            ax.plot(x, y, **style)
+            ax.scatter(x, y, s=[6 + v / 3 for v in n], color=style["color"], alpha=point_alpha)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_xlabel("mean probability in the bin")
         ax.set_title(key)
     axes[0].set_ylabel("fraction of the pairs that hold")
     axes[0].legend(loc="upper left", fontsize=8)
-    fig.suptitle(f"Calibration of the ICP's causal probabilities, chain by chain ({title}); point area ~ count",
-                 fontsize=9)
+    fig.suptitle(suptitle, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
