@@ -556,8 +556,9 @@ def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
 
 
 def test_chain_comparison_note_of_a_causal_run(tmp_path, monkeypatch, capsys):
-    """When chains sit apart, `chefs discover` names the reading a causal run has (CausalDiscovery.load with
-    chosen chains), not `chefs fantasy`, which reads density runs; a density run keeps its hint."""
+    """When chains sit apart, `chefs discover` keeps the pooled summaries (a higher log joint does not mark a
+    truer causal mode, docs/derivations.md 3.8) and names the reading a causal run has for comparison
+    (CausalDiscovery.load), not `chefs fantasy`, which reads density runs; a density run keeps its hint."""
     from chefs.commands import _util
     from chefs.mcmc import diagnostics
 
@@ -573,7 +574,8 @@ def test_chain_comparison_note_of_a_causal_run(tmp_path, monkeypatch, capsys):
             (d / name).write_text(text)
     _util.print_chain_comparison(causal)
     err = capsys.readouterr().err
-    assert f"CausalDiscovery.load('{causal}', chains=[1])" in err and "chefs fantasy" not in err
+    assert f"CausalDiscovery.load('{causal}', chains=[i])" in err and "chefs fantasy" not in err
+    assert "does not mark a truer mode" in err and "keep the pooled summaries" in err and "Run longer" not in err
     _util.print_chain_comparison(dens)
     assert f"chefs fantasy {dens} --chains 1" in capsys.readouterr().err
 

@@ -129,16 +129,19 @@ def print_chain_comparison(run) -> None:
         keep = ",".join(str(r["chain"]) for r in cmp["chains"] if r["chain"] not in cmp["behind"])
         from ..causal import is_causal_run
 
-        what = "Run longer"
         if is_causal_run(run):  # a causal run pools its chains' relations into edges.csv
-            what += (f", or read the chains apart with `CausalDiscovery.load('{run}', chains=[{keep}])` (summaries "
-                     "from the chosen chains instead of the pooled ones)")
-        elif run_kind(run) == "chefs fit":  # --chains belongs to fantasy/plot, which read density runs only
-            what += (f", or leave them out with `chefs fantasy {run} --chains {keep}` (an estimate from the chosen "
-                     "chains instead of the pooled ones)")
+            # stop 43: the chains' log joints do not rank their modes' truth, and longer chains did not move them
+            what = ("in different modes. In causal discovery a higher log joint does not mark a truer mode "
+                    "(docs/derivations.md 3.8), so keep the pooled summaries; more chains (--chains) sharpen them "
+                    f"more than longer ones, and `CausalDiscovery.load('{run}', chains=[i])` reads a chain alone "
+                    "for comparison")
+        else:
+            what = "in a poorer mode or not yet converged. Run longer"
+            if run_kind(run) == "chefs fit":  # --chains belongs to fantasy/plot, which read density runs only
+                what += (f", or leave them out with `chefs fantasy {run} --chains {keep}` (an estimate from the "
+                         "chosen chains instead of the pooled ones)")
         print(f"chefs: note: the chains disagree (R-hat of log_joint {cmp['rhat']:.2f} > {RHAT_WARN}): chain(s) "
-              f"{ids} sit more than {BEHIND_SE:g} SE below chain {cmp['best']}, in a poorer mode or not yet "
-              f"converged. {what}", file=sys.stderr)
+              f"{ids} sit more than {BEHIND_SE:g} SE below chain {cmp['best']}, {what}", file=sys.stderr)
 
 
 def load_data_spec(spec: str, data_dir=None, seed: int = 0, download: bool = False, bare_split: str | None = None,
