@@ -353,8 +353,8 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     """Run every (seed, method) cell, then (``real``) every method on the Sachs data when the ``cdt``
     package that ships them is installed; write ``causal.csv``, ``causal.md`` and pictures into ``out``.
     ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default).
-    ``chains``: the ICP's chains (None: :data:`chefs.causal.CAUSAL_CHAINS` in the full run, 1 in the quick one). ``margin``: the ICP's
-    unit-map margin (None: :data:`chefs.causal.CAUSAL_MARGIN`). ``likelihood_power``: the ICP's
+    ``chains``: the ICP's chains (None: :data:`chefs.causal.CAUSAL_CHAINS` in the full run, 1 in the quick
+    one). ``margin``: the ICP's unit-map margin (None: :data:`chefs.causal.CAUSAL_MARGIN`). ``likelihood_power``: the ICP's
     (None: :class:`chefs.causal.CausalDiscovery`'s default, 1)."""
     from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, START, STARTS
     from ..density import check_margin
