@@ -1,0 +1,63 @@
+"""benchmarks/causal_chain_calibration.py --pools and benchmarks/causal_modes.py: smoke runs on a tiny causal
+run of the benchmark's seed-14 SEM (the scripts rebuild the SEM from its seed), checked against the library's
+own summaries, and their option checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .conftest import load_script
+
+cc = load_script("benchmarks/causal_chain_calibration.py")
+cm = load_script("benchmarks/causal_modes.py")
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    from chefs.bench.causal import make_sem, sem_settings
+    from chefs.causal import CausalDiscovery
+
+    out = tmp_path_factory.mktemp("bench")
+    sem = make_sem(14, *sem_settings(14, False))  # D = 5, N = 500
+    CausalDiscovery(sweeps=12, burn_in=4, thin=2, chains=3, seed=14, out=out / "runs" / "seed14", force=True,
+                    progress=False).fit(sem.X)
+    return out
+
+
+def test_pools_read_the_first_k_chains(bench, capsys):
+    from chefs.bench.causal import calibration_table, make_sem, sem_settings
+    from chefs.causal import CausalDiscovery
+
+    assert cc.main([str(bench), "--seeds", "14", "--pools", "2,1"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("| 1 |") < out.index("| 2 |")  # sorted
+    sem = make_sem(14, *sem_settings(14, False))
+    off = ~np.eye(5, dtype=bool)
+
+    def lines(chains):  # the library's own pooled bins of these chains, as the script prints them
+        s = CausalDiscovery.load(bench / "runs" / "seed14", chains=chains).summary_
+        calib = [(k, float(q), bool(t)) for k, truth in (("p_edge", sem.edges), ("p_ancestor", sem.ancestor),
+                                                         ("p_confounded", sem.confounded))
+                 for q, t in zip(getattr(s, k)[off], truth[off])]
+        return [f"| 2 | {c['bin']} | {c['count']} | {c['mean_predicted']:.3f} |" for c in calibration_table(calib)
+                if c["probability"] == "all" and c["count"]]
+
+    assert all(line in out for line in lines([0, 1]))       # K = 2 is chains 0 and 1
+    assert not all(line in out for line in lines([1, 2]))   # which the check can tell from other chains
+
+
+@pytest.mark.parametrize("pools, msg", [("0,2", "positive"), ("a", "comma-separated"), ("", "comma-separated"),
+                                        ("2,4", "asks for 4 chains")])
+def test_bad_pools_are_one_line_errors(bench, capsys, pools, msg):
+    with pytest.raises(SystemExit) as e:
+        cc.main([str(bench), "--seeds", "14", "--pools", pools])
+    assert e.value.code == 2 and msg in capsys.readouterr().err
+
+
+def test_modes_table(bench, capsys):
+    assert cm.main([str(bench), "--seeds", "14", "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| 14 | 3 |" in out and "The highest chain by log joint" in out
+    with pytest.raises(ValueError, match="--top"):
+        cm.main([str(bench), "--seeds", "14", "--top", "0"])
