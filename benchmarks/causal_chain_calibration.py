@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", default=None, help="write a reliability diagram to this PNG file")
     ap.add_argument("--label", default=None, help="what the runs are, for the figure's title (default: BENCH_DIR)")
     args = ap.parse_args(argv)
-    from chefs.bench.causal import calibration_table, make_sem, sem_settings
+    from chefs.bench.causal import calibration_pairs, calibration_table, icp_estimate, make_sem, sem_settings
     from chefs.causal import CausalDiscovery
 
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -67,9 +67,7 @@ def main(argv=None) -> int:
         for seed in seeds:
             sem = make_sem(seed, *sem_settings(seed, False))
             s = CausalDiscovery.load(f"{args.bench_dir}/runs/seed{seed}", chains=group).summary_
-            off = ~np.eye(sem.X.shape[1], dtype=bool)
-            for key, truth in (("p_edge", sem.edges), ("p_ancestor", sem.ancestor)):
-                calib += [(key, float(q), bool(t)) for q, t in zip(getattr(s, key)[off], truth[off])]
+            calib += calibration_pairs(icp_estimate(s).probs, sem, ("p_edge", "p_ancestor"))
         label = ", ".join(map(str, group)) if len(group) > 1 else f"{group[0]} alone"
         for key in ("p_edge", "p_ancestor"):  # the benchmark's own bins (chefs.bench.causal.calibration_table)
             rows = [(c["bin"], c["count"], c["mean_predicted"], c["observed_frequency"])
@@ -102,8 +100,7 @@ def _chain_counts(text: str) -> list[int]:
 
 def pools(args, seeds, ks) -> int:
     """The first K chains pooled, for each K: the benchmark's readings and calibration table."""
-    from chefs.bench.causal import (auroc, calibration_table, icp_estimate, make_sem, precision_recall_f1,
-                                    sem_settings, shd, true_marks)
+    from chefs.bench.causal import calibration_pairs, calibration_table, icp_estimate, make_sem, metrics, sem_settings
     from chefs.causal import CausalDiscovery
 
     print(f"The first K chains pooled: {args.bench_dir}, seeds {seeds}\n")
@@ -117,11 +114,9 @@ def pools(args, seeds, ks) -> int:
             sem = make_sem(seed, D, H, N)
             s = CausalDiscovery.load(f"{args.bench_dir}/runs/seed{seed}", chains=list(range(k))).summary_
             est = icp_estimate(s)
-            rows.append((H > 0, shd(est.marks, true_marks(sem)), precision_recall_f1(est.ancestor, sem.ancestor)[2],
-                         auroc(est.scores, sem.edges)))
-            off = ~np.eye(D, dtype=bool)
-            for key, truth in (("p_edge", sem.edges), ("p_ancestor", sem.ancestor), ("p_confounded", sem.confounded)):
-                calib += [(key, float(q), bool(t)) for q, t in zip(getattr(s, key)[off], truth[off])]
+            sc = metrics(est, sem)
+            rows.append((H > 0, sc["shd"], sc["anc_f1"], sc["auroc"]))
+            calib += calibration_pairs(est.probs, sem)
             latent[H > 0].append(float(np.mean(s.confounders)))
         table = calibration_table(calib)
         every = [c for c in table if c["probability"] == "all" and c["count"]]

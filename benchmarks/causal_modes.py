@@ -24,7 +24,7 @@ import numpy as np
 def main(argv=None) -> int:
     from scipy.stats import spearmanr
 
-    from chefs.bench.causal import make_sem, precision_recall_f1, sem_settings
+    from chefs.bench.causal import calibration_pairs, icp_estimate, make_sem, precision_recall_f1, sem_settings
     from chefs.causal import CausalDiscovery
     from chefs.mcmc.diagnostics import chain_stores, traces
 
@@ -48,11 +48,8 @@ def main(argv=None) -> int:
         summaries = [CausalDiscovery.load(run, chains=[c]).summary_ for c in ids]
         f1 = np.array([precision_recall_f1(s.p_ancestor > 0.5, sem.ancestor)[2] for s in summaries])
         best = np.argsort(-lj)[:args.top]
-        s = summaries[int(np.argmax(lj))]
-        off = ~np.eye(sem.ancestor.shape[0], dtype=bool)
-        for key, truth in (("p_edge", sem.edges), ("p_ancestor", sem.ancestor), ("p_confounded", sem.confounded)):
-            q = getattr(s, key)[off]
-            best_top += list(truth[off][q >= 0.8])
+        best_top += [t for _, q, t in calibration_pairs(icp_estimate(summaries[int(np.argmax(lj))]).probs, sem)
+                     if q >= 0.8]
         best_f1.append(f1[int(np.argmax(lj))])
         rho_j.append(spearmanr(lj, f1)[0])
         rho_l.append(spearmanr(ll, f1)[0])

@@ -22,8 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pilot_length import cell_network  # noqa: E402  (Table 1's belief-network cell, as the other scripts fit it)
 
 
 def quantile_map(S, ref, V, mu, sd):
@@ -36,8 +41,7 @@ def quantile_map(S, ref, V, mu, sd):
 
 
 def main(argv=None) -> None:
-    from chefs.bench.table1 import MODELS, _training_split, chain_settings, fit_dpgmm
-    from chefs.density import BeliefNetwork
+    from chefs.bench.table1 import MODELS, fit_dpgmm
     from chefs.evaluation import hellinger
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -47,16 +51,11 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.draws < 1:
         raise ValueError(f"--draws must be positive, got {args.draws}")
-    settings, _ = chain_settings(False)
     np.set_printoptions(precision=3, suppress=True, linewidth=160)
     for cell in args.cells:
         ds, split = cell.rsplit(":", 1)
         split = int(split)
-        train, test = _training_split(ds, split, settings, args.data_dir)
-        rng = np.random.default_rng([split, 1, 2 + MODELS.index("icp")])  # Table 1's ICP chain seed
-        opts = {"num_tries": settings["num_tries"], "margin": settings["margin"], "pilots": settings["pilots"]}
-        net = BeliefNetwork(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
-                            seed=int(rng.integers(2**31)), progress=False, **opts).fit(train)
+        net, (train, test), *_ = cell_network(ds, split, {}, args.data_dir)  # Table 1's ICP cell
         n = test.shape[0]
         fits = {"ICP": net.sample(5 * n, rng=1),
                 "DP-GMM": fit_dpgmm(train, test, 5 * n, np.random.default_rng([split, 1, 2 + MODELS.index("dpgmm")]))[0]}

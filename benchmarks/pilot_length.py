@@ -47,12 +47,15 @@ DATASETS = ("two-moons", "pinwheel", "ring")
 HELDOUT_DRAWS = 512
 
 
-def net_cell(ds, seed, label, kw, data_dir, quick=False):
-    """One Table 1 belief-network cell (the ICP unless ``kw`` names a prior) with the options ``kw``: a CSV row."""
+def cell_network(ds, seed, kw, data_dir, quick=False):
+    """Fit one Table 1 belief-network cell (the ICP unless ``kw`` names a prior) with the options ``kw``, on
+    split ``seed`` (its training subsample and chain seed; numba on one thread). Returns the fitted network,
+    the split's ``(train, test)``, the cell's random stream after the chain seed was drawn from it (for the
+    fantasy and held-out draws), the fit's CPU seconds, the settings and the prior's name
+    (also ``benchmarks/joint_gap.py``)."""
     from chefs._threads import limit_threads
-    from chefs.bench.table1 import MODELS, _training_split, chain_settings, evaluate_network
+    from chefs.bench.table1 import MODELS, _training_split, chain_settings
     from chefs.density import BeliefNetwork
-    from chefs.evaluation import hellinger
 
     limit_threads(1)
     settings, _ = chain_settings(quick)
@@ -65,7 +68,15 @@ def net_cell(ds, seed, label, kw, data_dir, quick=False):
     t0 = time.process_time()
     net = BeliefNetwork(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
                         seed=int(rng.integers(2**31)), progress=False, **opts).fit(train)
-    cpu = time.process_time() - t0
+    return net, (train, test), rng, time.process_time() - t0, settings, model
+
+
+def net_cell(ds, seed, label, kw, data_dir, quick=False):
+    """One Table 1 belief-network cell (the ICP unless ``kw`` names a prior) with the options ``kw``: a CSV row."""
+    from chefs.bench.table1 import evaluate_network
+    from chefs.evaluation import hellinger
+
+    net, (train, test), rng, cpu, settings, model = cell_network(ds, seed, kw, data_dir, quick)
     draws = settings["heldout_draws"] if quick else HELDOUT_DRAWS
     fantasy, ll, _ = evaluate_network(net, test, test.shape[0], rng, draws)
     keep = os.environ.get("PILOT_FANTASY_DIR")  # keep each fit's fantasy data (pooling chains afterwards)

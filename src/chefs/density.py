@@ -478,9 +478,7 @@ class BeliefNetwork:
         self.hmc_steps = int(hmc_steps)
         from .models.nlgbn import check_likelihood_power
 
-        self.likelihood_power = check_likelihood_power(likelihood_power)
-        if self.likelihood_power != 1.0 and self.hmc_steps:
-            raise ValueError("hmc_steps needs likelihood_power 1 (the HMC kernel targets the untempered likelihood)")
+        self.likelihood_power = check_likelihood_power(likelihood_power, self.hmc_steps)
         for name, v, lo in (("pilots", pilots, 1), ("pilot_sweeps", pilot_sweeps, 1), ("pilot_draws", pilot_draws, 1)):
             if v is not None and (isinstance(v, bool) or int(v) != v or v < lo):
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")

@@ -272,6 +272,22 @@ def icp_estimate(s) -> Estimate:
                     {"p_edge": s.p_edge, "p_ancestor": s.p_ancestor, "p_confounded": s.p_confounded})
 
 
+def metrics(est: Estimate, sem: SEM, truth: dict | None = None) -> dict:
+    """An estimate's scores against the SEM: SHD of the marks (``truth``: :func:`true_marks`, computed
+    when None), ancestral precision, recall and F1, and the AUROC of its scores for the edges."""
+    p, r, f = precision_recall_f1(est.ancestor, sem.ancestor)
+    return {"shd": shd(est.marks, true_marks(sem) if truth is None else truth), "anc_precision": p,
+            "anc_recall": r, "anc_f1": f, "auroc": auroc(est.scores, sem.edges)}
+
+
+def calibration_pairs(probs: dict, sem: SEM, keys=("p_edge", "p_ancestor", "p_confounded")) -> list[tuple]:
+    """``(probability, value, holds)`` for each of ``keys`` and each ordered pair of the SEM's observed
+    variables: the input of :func:`calibration_table`. ``probs``: arrays by name (an ICP estimate's ``probs``)."""
+    off = ~np.eye(sem.edges.shape[0], dtype=bool)
+    truth = {"p_edge": sem.edges, "p_ancestor": sem.ancestor, "p_confounded": sem.confounded}
+    return [(key, float(q), bool(t)) for key in keys for q, t in zip(probs[key][off], truth[key][off])]
+
+
 def _cl_graph(G) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """causal-learn endpoint matrix (G[i, j] = mark at i of the edge i-j: -1 tail, 1 arrow, 2 circle)
     -> (directed i -> j incl. i o-> j, definite i -> j, bidirected, undirected)."""
@@ -374,10 +390,8 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     if chains is not None and (isinstance(chains, bool) or int(chains) != chains or chains < 1):
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     margin = CAUSAL_MARGIN if margin is None else check_margin(margin, allow_auto=False)
-    if likelihood_power is None:
-        likelihood_power = CAUSAL_LIKELIHOOD_POWER
-    settings = dict(QUICK if quick else FULL, start=start, margin=margin,
-                    likelihood_power=check_likelihood_power(likelihood_power))
+    power = check_likelihood_power(CAUSAL_LIKELIHOOD_POWER if likelihood_power is None else likelihood_power)
+    settings = dict(QUICK if quick else FULL, start=start, margin=margin, likelihood_power=power)
     if chains is not None:
         settings["chains"] = int(chains)
     if seeds is not None:
@@ -413,18 +427,14 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
                              "note": f"failed: {' '.join(str(err).split())[:120]}"})
                 continue
             secs = _cpu_seconds() - t0
-            p, r, f = precision_recall_f1(est.ancestor, sem.ancestor)
+            sc = metrics(est, sem, truth)
             rows.append({"seed": seed, "num_observed": D, "num_hidden": H, "num_samples": N, "method": m,
-                         "shd": shd(est.marks, truth), "num_pairs": len(truth), "anc_precision": round(p, 4),
-                         "anc_recall": round(r, 4), "anc_f1": round(f, 4),
-                         "auroc": round(auroc(est.scores, sem.edges), 4),
+                         "shd": sc["shd"], "num_pairs": len(truth),
+                         **{k: round(sc[k], 4) for k in ("anc_precision", "anc_recall", "anc_f1", "auroc")},
                          "seconds": round(secs, 2), "note": note})
             if est.probs is not None:
-                off = ~np.eye(D, dtype=bool)
-                for key, truth_m in (("p_edge", sem.edges), ("p_ancestor", sem.ancestor),
-                                     ("p_confounded", sem.confounded)):
-                    calib.extend((key, float(q), bool(t)) for q, t in zip(est.probs[key][off], truth_m[off]))
-            progress(f"seed {seed} (D={D}, H={H}, N={N}) {m}: SHD {rows[-1]['shd']}, ancestral F1 {f:.3f}, "
+                calib.extend(calibration_pairs(est.probs, sem))
+            progress(f"seed {seed} (D={D}, H={H}, N={N}) {m}: SHD {sc['shd']}, ancestral F1 {sc['anc_f1']:.3f}, "
                      f"{secs:.1f} CPU s")
     if real:
         d = sachs_dir()
@@ -458,13 +468,12 @@ def _run_real(data: RealData, methods, skipped, settings, out, progress) -> list
                          "note": f"failed: {' '.join(str(err).split())[:120]}"})
             continue
         secs = _cpu_seconds() - t0
-        p, r, f = precision_recall_f1(est.ancestor, sem.ancestor)
+        sc = metrics(est, sem, truth)
         rows.append({"seed": "sachs", "num_observed": D, "num_hidden": "", "num_samples": sem.X.shape[0], "method": m,
-                     "shd": shd(est.marks, truth), "num_pairs": len(truth), "anc_precision": round(p, 4),
-                     "anc_recall": round(r, 4), "anc_f1": round(f, 4),
-                     "auroc": round(auroc(est.scores, sem.edges), 4), "seconds": round(secs, 2),
-                     "note": "Sachs et al. 2005, first 853 rows, log; cdt's reference graph"})
-        progress(f"sachs {m}: SHD {rows[-1]['shd']}, ancestral F1 {f:.3f}, {secs:.1f} CPU s")
+                     "shd": sc["shd"], "num_pairs": len(truth),
+                     **{k: round(sc[k], 4) for k in ("anc_precision", "anc_recall", "anc_f1", "auroc")},
+                     "seconds": round(secs, 2), "note": "Sachs et al. 2005, first 853 rows, log; cdt's reference graph"})
+        progress(f"sachs {m}: SHD {sc['shd']}, ancestral F1 {sc['anc_f1']:.3f}, {secs:.1f} CPU s")
     return rows
 
 

@@ -126,7 +126,6 @@ def print_chain_comparison(run) -> None:
         from ..runkind import run_kind
 
         ids = ",".join(map(str, cmp["behind"]))
-        keep = ",".join(str(r["chain"]) for r in cmp["chains"] if r["chain"] not in cmp["behind"])
         from ..causal import is_causal_run
 
         if is_causal_run(run):  # a causal run pools its chains' relations into edges.csv
@@ -138,6 +137,7 @@ def print_chain_comparison(run) -> None:
         else:
             what = "in a poorer mode or not yet converged. Run longer"
             if run_kind(run) == "chefs fit":  # --chains belongs to fantasy/plot, which read density runs only
+                keep = ",".join(str(r["chain"]) for r in cmp["chains"] if r["chain"] not in cmp["behind"])
                 what += (f", or leave them out with `chefs fantasy {run} --chains {keep}` (an estimate from the "
                          "chosen chains instead of the pooled ones)")
         print(f"chefs: note: the chains disagree (R-hat of log_joint {cmp['rhat']:.2f} > {RHAT_WARN}): chain(s) "

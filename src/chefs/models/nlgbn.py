@@ -68,11 +68,14 @@ def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> 
     return -0.5 * math.log(d) + 0.5 * v * t * t / d, v * t / d, v / d
 
 
-def check_likelihood_power(power) -> float:
-    """The power of the observed units' likelihood: a number in (0, 1] (1: the posterior itself)."""
+def check_likelihood_power(power, hmc_steps: int = 0) -> float:
+    """The power of the observed units' likelihood: a number in (0, 1] (1: the posterior itself),
+    and 1 when the joint HMC kernel runs (``hmc_steps`` > 0), which targets the untempered likelihood."""
     if isinstance(power, bool) or not isinstance(power, (int, float, np.integer, np.floating)) \
             or not 0.0 < float(power) <= 1.0:
         raise ValueError(f"likelihood_power must be a number in (0, 1], got {power!r}")
+    if float(power) != 1.0 and hmc_steps:
+        raise ValueError("hmc_steps needs likelihood_power 1 (the joint HMC kernel targets the untempered likelihood)")
     return float(power)
 
 
@@ -125,10 +128,7 @@ class NLGBN:
         self.num_tries = int(num_tries)
         # the observed units' likelihood raised to this power (a power posterior; docs/derivations.md 3.19): their
         # precision slots then hold power * rho, so that every update reading a slot targets the tempered density
-        self.likelihood_power = check_likelihood_power(likelihood_power)
-        if self.likelihood_power != 1.0 and hmc_steps:
-            raise ValueError("the joint HMC kernel targets the untempered likelihood: use hmc_steps=0 with "
-                             "likelihood_power other than 1")
+        self.likelihood_power = check_likelihood_power(likelihood_power, hmc_steps)
         self.rho_prior = (float(rho_prior[0]), float(rho_prior[1]))
         self.weight_var, self.bias_var = float(weight_var), float(bias_var)
         # None: W ~ N(0, weight_var) fixed; (shape, rate): the weights' precision
@@ -317,13 +317,11 @@ class NLGBN:
             self.W[pa, i] = beta[1:]
             self.MU[i] = beta @ X
             r = self.Y[i] - self.MU[i]
-            if self.likelihood_power != 1.0 and (state.obs[i] or self.power_plant == 2):
-                # the tempered conditional Gamma(a + eta N / 2, b + eta S / 2); the slot holds eta * rho
-                e = self.likelihood_power
-                es = 1.0 if self.power_plant == 1 else e
-                self.rho[i] = e * rng.gamma(priors[0] + 0.5 * e * self.N, 1.0 / (priors[1] + 0.5 * es * float(r @ r)))
-            else:
-                self.rho[i] = rng.gamma(priors[0] + 0.5 * self.N, 1.0 / (priors[1] + 0.5 * float(r @ r)))
+            # an observed unit's tempered conditional Gamma(a + eta N / 2, b + eta S / 2), its slot eta * rho
+            # (eta = 1, and every hidden unit: the plain conditional, to the last bit)
+            e = self.likelihood_power if state.obs[i] or self.power_plant == 2 else 1.0
+            es = 1.0 if self.power_plant == 1 else e
+            self.rho[i] = e * rng.gamma(priors[0] + 0.5 * e * self.N, 1.0 / (priors[1] + 0.5 * es * float(r @ r)))
 
     # ----------------------------------------------------------- structure
     def _propose_new_unit(self, rng, state, h, parent=-1) -> None:
@@ -614,18 +612,15 @@ class NLGBN:
         for i in state.canonical_slots()[np.argsort(-state.theta[state.canonical_slots()], kind="stable")]:
             pa = self.parents(state, i)
             self.b[i] = rng.normal() * math.sqrt(self.bias_var)
-            if self.likelihood_power != 1.0 and state.obs[i]:
-                # the generative model whose posterior is the power posterior (docs/derivations.md 3.19): the
-                # observed precision rho ~ Gamma(a + N (eta - 1) / 2, b), the slot eta * rho, the data
-                # N(MU, 1 / slot)
-                e = self.likelihood_power
-                shape = self.rho_prior[0] + 0.5 * self.N * (e - 1.0)
-                if shape <= 0:
-                    raise ValueError(f"forward draws of a power posterior need rho_prior[0] > N (1 - power) / 2 "
-                                     f"= {0.5 * self.N * (1.0 - e):g}")
-                self.rho[i] = e * rng.gamma(shape, 1.0 / self.rho_prior[1])
-            else:
-                self.rho[i] = rng.gamma(self.rho_prior[0], 1.0 / self.rho_prior[1])
+            # the generative model whose posterior is the power posterior (docs/derivations.md 3.19): an observed
+            # unit's precision rho ~ Gamma(a + N (eta - 1) / 2, b), its slot eta * rho, the data N(MU, 1 / slot)
+            # (eta = 1, and every hidden unit: the prior Gamma(a, b), to the last bit)
+            e = self.likelihood_power if state.obs[i] else 1.0
+            shape = self.rho_prior[0] + 0.5 * self.N * (e - 1.0)
+            if shape <= 0:
+                raise ValueError(f"forward draws of a power posterior need rho_prior[0] > N (1 - power) / 2 "
+                                 f"= {0.5 * self.N * (1.0 - e):g}")
+            self.rho[i] = e * rng.gamma(shape, 1.0 / self.rho_prior[1])
             self.W[pa, i] = rng.normal(size=pa.size) * math.sqrt(self.weight_var)
             self.refresh_mu(state, i)
             self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
