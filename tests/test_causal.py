@@ -311,6 +311,46 @@ def test_likelihood_power_checks_and_defaults(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def test_weight_prior_default_flag_and_refusals(tmp_path, capsys):
+    """Since stop 44 causal discovery samples the weights' precision, 1/v ~ Gamma(1, 1) (docs/derivations.md 3.8,
+    "A sampled weight scale"); ``weight_prior=None`` (``--weight-prior none``) keeps W ~ N(0, 1) fixed, and the
+    density estimator's default is unchanged. The setting travels in the run's spec, so the chains (and a
+    resume) sample what was asked; bad values are one-line errors, exit 2, nothing written."""
+    from chefs.bench.causal import run_benchmark
+    from chefs.causal import CAUSAL_WEIGHT_PRIOR
+
+    assert CAUSAL_WEIGHT_PRIOR == (1.0, 1.0)
+    assert tuple(CausalDiscovery().weight_prior) == (1.0, 1.0)
+    assert CausalDiscovery(weight_prior=None).weight_prior is None
+    assert BeliefNetwork().weight_prior is None  # 002's W ~ N(0, 1) for density estimation
+    for bad in ((0, 1), (1,), (1, -2), (1, float("inf"))):
+        with pytest.raises(ValueError, match="weight_prior"):
+            CausalDiscovery(weight_prior=bad)
+        with pytest.raises(ValueError, match="weight_prior"):
+            run_benchmark(tmp_path / "b", quick=True, methods=("icp",), weight_prior=bad)
+    assert not (tmp_path / "b").exists()
+    X = np.random.default_rng(3).normal(size=(60, 3))
+    data_csv = tmp_path / "d.csv"
+    np.savetxt(data_csv, X, delimiter=",")
+    common = ["--sweeps", "6", "--burn-in", "2", "--thin", "2", "--chains", "1", "--no-progress"]
+    for flag, spec in ((None, [1.0, 1.0]), ("none", None), ("2,8", [2.0, 8.0])):
+        run = tmp_path / f"run-{flag}"
+        extra = [] if flag is None else ["--weight-prior", flag]
+        assert main(["discover", "--data", str(data_csv), "--out", str(run)] + common + extra) == 0
+        assert json.loads((run / "config.json").read_text())["model"]["weight_prior"] == spec
+        assert CausalDiscovery.load(run).weight_prior == (None if spec is None else spec)
+    capsys.readouterr()
+    for bad in ("1", "0,1", "a,b", "1,2,3", "-1,1"):
+        with pytest.raises(SystemExit) as e:
+            main(["discover", "--data", str(data_csv), "--out", str(tmp_path / "bad")] + common + ["--weight-prior", bad])
+        assert e.value.code == 2
+        assert "--weight-prior" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as e:
+            main(["fit", "--data", str(data_csv), "--out", str(tmp_path / "bad"), "--weight-prior", bad])
+        assert e.value.code == 2
+    assert not (tmp_path / "bad").exists()
+
+
 def test_power_posterior_run_resumes_bit_for_bit(tmp_path):
     """A causal run at likelihood_power 0.3, interrupted twice and resumed, stores exactly the samples
     of the uninterrupted run (the power travels in the run's spec, the tempered slots in the model's
@@ -752,12 +792,14 @@ def test_bench_causal_icp_only_smoke(tmp_path, capsys):
 
         bc.run_benchmark(tmp_path / "y", quick=True, methods=("icp",), seeds=[1], real=False, chains=0)
     # the ICP's margin (stop 42): the causal default unless given, written into the settings line and the runs
-    assert "margin 0.3, likelihood power 1;" in (run / "causal.md").read_text()
+    assert "margin 0.3, likelihood power 1, weight prior 1/v ~ Gamma(1, 1);" in (run / "causal.md").read_text()
     assert json.loads((run / "runs" / "seed1" / "unitmap.json").read_text())["margin"] == 0.3
+    assert json.loads((run / "runs" / "seed1" / "config.json").read_text())["model"]["weight_prior"] == [1.0, 1.0]
     other = tmp_path / "m01"
     assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--no-real", "--margin", "0.1",
-                 "--likelihood-power", "0.1", "--out", str(other)]) == 0
-    assert "margin 0.1, likelihood power 0.1;" in (other / "causal.md").read_text()
+                 "--likelihood-power", "0.1", "--weight-prior", "none", "--out", str(other)]) == 0
+    assert "margin 0.1, likelihood power 0.1, weight prior W ~ N(0, 1) fixed;" in (other / "causal.md").read_text()
+    assert json.loads((other / "runs" / "seed1" / "config.json").read_text())["model"]["weight_prior"] is None
     assert json.loads((other / "runs" / "seed1" / "unitmap.json").read_text())["margin"] == 0.1
     capsys.readouterr()
     assert main(["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--no-real", "--margin", "0.7",

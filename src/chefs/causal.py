@@ -423,6 +423,11 @@ CAUSAL_INIT_HIDDEN = 2.0
 #: ``likelihood_power=0.1`` (a power posterior) passed its rule at stop 42 (pooled p >= 0.8 true 56 % -> 66 % on the
 #: development SEMs) but removes the latent common causes altogether, so it is an option, not the default
 CAUSAL_LIKELIHOOD_POWER = 1.0
+#: the edge weights' prior in causal discovery: their precision 1/v ~ Gamma(1, 1), Gibbs-sampled (003 section 3.4's
+#: hyperprior, ``weight_prior``) since stop 44, so that the data set the weights' scale: a hidden mediator as steep
+#: as a sigmoid mechanism needs weights far beyond N(0, 1) on the mapped scale; fewer sure but false relations on the
+#: development SEMs (docs/derivations.md 3.8, "A sampled weight scale"). None: W ~ N(0, 1) fixed (stops 26-43)
+CAUSAL_WEIGHT_PRIOR = (1.0, 1.0)
 
 
 class CausalDiscovery(BeliefNetwork):
@@ -440,7 +445,10 @@ class CausalDiscovery(BeliefNetwork):
     :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain
     (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is available but
     untested for this use), margin 0.3 (:data:`CAUSAL_MARGIN`, that of the documented
-    results, whatever the belief network's default; a number, never ``"auto"``).
+    results, whatever the belief network's default; a number, never ``"auto"``), and the
+    weights' precision sampled, ``weight_prior=(1, 1)`` (:data:`CAUSAL_WEIGHT_PRIOR`; the
+    density estimator keeps 002's fixed W ~ N(0, 1), which ``weight_prior=None`` restores here,
+    as in stops 26-43's runs).
     ``likelihood_power`` below 1 (default 1, :data:`CAUSAL_LIKELIHOOD_POWER`) samples a power
     posterior, the observed units' likelihood raised to that power: at 0.1 it is less sure of
     the relations the misspecified mechanisms suggest, and it also loses every latent common
@@ -485,6 +493,7 @@ class CausalDiscovery(BeliefNetwork):
         if start == "residual":
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
         kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
+        kw.setdefault("weight_prior", CAUSAL_WEIGHT_PRIOR)
         if margin is not None:
             from .density import check_margin
 
@@ -607,5 +616,5 @@ def is_causal_run(run_dir) -> bool:
 
 
 __all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS", "CAUSAL_CHAINS",
-           "CAUSAL_INIT_HIDDEN", "CAUSAL_LIKELIHOOD_POWER", "is_causal_run", "chain_disagreement", "residual_order",
+           "CAUSAL_INIT_HIDDEN", "CAUSAL_LIKELIHOOD_POWER", "CAUSAL_WEIGHT_PRIOR", "is_causal_run", "chain_disagreement", "residual_order",
            "normalised_hsic", "order_values", "START", "STARTS"]

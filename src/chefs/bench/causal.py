@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..causal import CAUSAL_CHAINS
+from ..causal import CAUSAL_CHAINS, CAUSAL_WEIGHT_PRIOR
 
 PEERS = ("pc", "fci", "ges", "directlingam", "rcd", "resit")
 METHODS = ("icp",) + PEERS
@@ -258,7 +258,8 @@ def run_icp(sem: SEM, settings: dict, run_dir, seed: int, names=None) -> Estimat
     cd = CausalDiscovery(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
                          chains=settings["chains"], seed=seed, out=run_dir, force=True, progress=False,
                          start=settings["start"], margin=settings.get("margin"),
-                         likelihood_power=settings.get("likelihood_power", 1.0))
+                         likelihood_power=settings.get("likelihood_power", 1.0),
+                         weight_prior=settings.get("weight_prior", CAUSAL_WEIGHT_PRIOR))
     cd.fit(sem.X, names=names)
     return icp_estimate(cd.summary_)
 
@@ -365,13 +366,15 @@ COLUMNS = ("seed", "num_observed", "num_hidden", "num_samples", "method", "shd",
 
 def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: bool = False,
                   progress=print, real: bool = True, start: str | None = None, chains: int | None = None,
-                  margin: float | None = None, likelihood_power: float | None = None) -> list[dict]:
+                  margin: float | None = None, likelihood_power: float | None = None,
+                  weight_prior="default") -> list[dict]:
     """Run every (seed, method) cell, then (``real``) every method on the Sachs data when the ``cdt``
     package that ships them is installed; write ``causal.csv``, ``causal.md`` and pictures into ``out``.
     ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default).
     ``chains``: the ICP's chains (None: :data:`chefs.causal.CAUSAL_CHAINS` in the full run, 1 in the quick
     one). ``margin``: the ICP's unit-map margin (None: :data:`chefs.causal.CAUSAL_MARGIN`). ``likelihood_power``: the ICP's
-    (None: :class:`chefs.causal.CausalDiscovery`'s default, 1)."""
+    (None: :class:`chefs.causal.CausalDiscovery`'s default, 1). ``weight_prior``: the ICP's prior on the weights'
+    precision, (shape, rate) or None for W ~ N(0, 1) fixed ("default": :data:`chefs.causal.CAUSAL_WEIGHT_PRIOR`)."""
     from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, START, STARTS
     from ..density import check_margin
     from ..models.nlgbn import check_likelihood_power
@@ -391,7 +394,17 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     margin = CAUSAL_MARGIN if margin is None else check_margin(margin, allow_auto=False)
     power = check_likelihood_power(CAUSAL_LIKELIHOOD_POWER if likelihood_power is None else likelihood_power)
-    settings = dict(QUICK if quick else FULL, start=start, margin=margin, likelihood_power=power)
+    if isinstance(weight_prior, str) and weight_prior == "default":
+        weight_prior = CAUSAL_WEIGHT_PRIOR
+    if weight_prior is not None:
+        try:
+            weight_prior = tuple(float(v) for v in weight_prior)
+        except (TypeError, ValueError):
+            weight_prior = ()
+        if len(weight_prior) != 2 or not all(v > 0 and math.isfinite(v) for v in weight_prior):
+            raise ValueError(f"weight_prior must be (shape, rate) with both > 0, or None; got {weight_prior!r}")
+    settings = dict(QUICK if quick else FULL, start=start, margin=margin, likelihood_power=power,
+                    weight_prior=weight_prior)
     if chains is not None:
         settings["chains"] = int(chains)
     if seeds is not None:
@@ -501,6 +514,10 @@ def _fmt(v):
     return str(v)
 
 
+def _weight_prior_text(prior) -> str:
+    return "W ~ N(0, 1) fixed" if prior is None else f"1/v ~ Gamma({prior[0]:g}, {prior[1]:g})"
+
+
 def _write(out: Path, rows, calib, skipped, quick, settings) -> None:
     with open(out / "causal.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
@@ -509,7 +526,8 @@ def _write(out: Path, rows, calib, skipped, quick, settings) -> None:
     lines = [f"# Causal discovery benchmark ({'quick smoke run' if quick else 'full'})", "",
              f"ICP settings: {settings['sweeps']} sweeps, burn-in {settings['burn_in']}, thin {settings['thin']}, "
              f"{settings['chains']} chain(s), start {settings['start']!r}, margin {settings['margin']}, "
-             f"likelihood power {settings['likelihood_power']:g}; "
+             f"likelihood power {settings['likelihood_power']:g}, weight prior "
+             f"{_weight_prior_text(settings.get('weight_prior'))}; "
              f"seeds {settings['seeds']}. "
              "Generator, comparison rules: "
              "`chefs.bench.causal` (module docstring). Seconds are CPU seconds of this process and its "

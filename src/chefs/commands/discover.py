@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._util import nonneg_int, positive_float, positive_int, print_chain_comparison
+from ._util import nonneg_int, positive_float, positive_int, print_chain_comparison, weight_prior_arg
 
 
 def register(sub) -> None:
-    from ..causal import CAUSAL_CHAINS, CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, MAX_COLUMNS, START, STARTS
+    from ..causal import (CAUSAL_CHAINS, CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, CAUSAL_WEIGHT_PRIOR, MAX_COLUMNS, START,
+                          STARTS)
 
     d = sub.add_parser("discover", help="posterior over causal graphs with hidden common causes (ICP belief network "
                                         "with free observed orders)")
@@ -42,6 +43,10 @@ def register(sub) -> None:
                    help="the observed units' likelihood raised to ETA in (0, 1]: a power posterior (default 1, the "
                         "posterior itself; 0.1 is surer of fewer relations and finds no latent common causes; "
                         "docs/derivations.md 3.19)")
+    d.add_argument("--weight-prior", type=weight_prior_arg, default=CAUSAL_WEIGHT_PRIOR, metavar="SHAPE,RATE",
+                   help="Gamma prior on the edge weights' precision, sampled (default: "
+                        f"{_shape_rate(CAUSAL_WEIGHT_PRIOR)}, chefs.causal.CAUSAL_WEIGHT_PRIOR; 'none': weights ~ N(0, 1) "
+                        "fixed, as before stop 44)")
     d.add_argument("--pilots", type=positive_int, default=1, metavar="P",
                    help="multi-start pilots per chain (docs/derivations.md 3.7)")
     d.add_argument("--start", choices=STARTS, default=START,
@@ -59,6 +64,10 @@ def register(sub) -> None:
     d.add_argument("--no-progress", action="store_true")
     d.add_argument("--force", action="store_true", help="overwrite an existing run directory")
     d.set_defaults(func=cmd_discover)
+
+
+def _shape_rate(prior) -> str:
+    return "none" if prior is None else ",".join(f"{v:g}" for v in prior)
 
 
 def load_columns(spec: str, data_dir=None):
@@ -87,7 +96,7 @@ def cmd_discover(args) -> int:
                           margin=args.margin, pilots=args.pilots, structure_warmup=args.warmup, start=args.start,
                           num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,
                           progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
-                          likelihood_power=args.likelihood_power)
+                          likelihood_power=args.likelihood_power, weight_prior=args.weight_prior)
     net.fit(X, names=names)
     from ..mcmc.diagnostics import write_netcdf
 
@@ -133,7 +142,7 @@ def report(net, out) -> None:
 def register_bench(bench_subparsers) -> None:
     """``chefs bench causal`` under the ``bench`` parser's sub-commands."""
     from ..bench.causal import METHODS
-    from ..causal import CAUSAL_CHAINS, START, STARTS
+    from ..causal import CAUSAL_CHAINS, CAUSAL_WEIGHT_PRIOR, START, STARTS
 
     c = bench_subparsers.add_parser("causal", help="causal discovery against PC, FCI, GES, DirectLiNGAM, RCD and RESIT on "
                                                    "synthetic nonlinear SEMs with hidden confounders")
@@ -154,6 +163,10 @@ def register_bench(bench_subparsers) -> None:
                         "docs/derivations.md 3.8)")
     c.add_argument("--likelihood-power", type=float, default=None, metavar="ETA",
                    help="the ICP's likelihood power (default 1, as chefs discover; docs/derivations.md 3.19)")
+    c.add_argument("--weight-prior", type=weight_prior_arg, default=CAUSAL_WEIGHT_PRIOR, metavar="SHAPE,RATE",
+                   help="the ICP's prior on the weights' precision (default: "
+                        f"{_shape_rate(CAUSAL_WEIGHT_PRIOR)}, as chefs discover; 'none': "
+                        "weights ~ N(0, 1) fixed, stops 26-43)")
     c.set_defaults(func=cmd_bench_causal)
 
 
@@ -170,7 +183,8 @@ def cmd_bench_causal(args) -> int:
         if not seeds or min(seeds) < 0:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
     run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real,
-                  start=args.start, chains=args.chains, margin=args.margin, likelihood_power=args.likelihood_power)
+                  start=args.start, chains=args.chains, margin=args.margin, likelihood_power=args.likelihood_power,
+                  weight_prior=args.weight_prior)
     out = Path(args.out)
     print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
     print((out / "causal.md").read_text())

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..runkind import refuse_file_as_dir
 from ._util import (chain_list, margin_arg, nonneg_int, note_if_incomplete, positive_float, positive_int,
-                    print_chain_comparison, refuse_existing, to_stdout, write_points)
+                    print_chain_comparison, refuse_existing, to_stdout, weight_prior_arg, write_points)
 
 
 def register(sub) -> None:
@@ -73,8 +73,9 @@ def register(sub) -> None:
                         "where the map is rotated (chefs.density.TAILS; docs/derivations.md 3.17); not with --inputs")
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
-    f.add_argument("--weight-prior", default=None, metavar="SHAPE,RATE",
-                   help="Gamma prior on the weights' precision, sampled (default: weights ~ N(0, 1) fixed)")
+    f.add_argument("--weight-prior", type=weight_prior_arg, default=None, metavar="SHAPE,RATE",
+                   help="Gamma prior on the weights' precision, sampled (default, or 'none': weights ~ N(0, 1) "
+                        "fixed)")
     f.add_argument("--checkpoint-every", type=positive_float, default=10.0,
                    help="seconds between checkpoints (default: 10)")
     f.add_argument("--scheduler", default=None, metavar="ADDR",
@@ -150,7 +151,7 @@ def cmd_fit(args) -> int:
                         inputs=_columns(args.inputs), activation_update=args.activation_update,
                         init_activations=args.init_activations,
                         num_tries=args.num_tries, structure_warmup=args.warmup,
-                        weight_prior=_pair(args.weight_prior, "--weight-prior"), scheduler=args.scheduler,
+                        weight_prior=args.weight_prior, scheduler=args.scheduler,
                         **({} if args.margin is None else {"margin": args.margin}),
                         **({} if args.rotate is None else {"rotate": args.rotate}),
                         **({} if args.tails is None else {"tails": args.tails}),
@@ -297,16 +298,3 @@ def cmd_plot(args) -> int:
     (out / "representative.json").write_text(json.dumps(rep))
     print(f"wrote {out / 'fantasy.png'}, {out / 'traces.png'}, {out / 'posterior_dag.png'}")
     return 0
-
-
-def _pair(text, flag):
-    """Two comma-separated positive numbers, or None."""
-    if text is None:
-        return None
-    try:
-        vals = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise ValueError(f"{flag} takes two comma-separated numbers (shape,rate), got {text!r}") from None
-    if len(vals) != 2:
-        raise ValueError(f"{flag} takes two comma-separated numbers (shape,rate), got {text!r}")
-    return tuple(vals)
