@@ -3,6 +3,8 @@
     python benchmarks/causal_chain_calibration.py BENCH_DIR [--seeds 0,1,...,9] [--chains 0,1,2,3] [--plot FILE.png]
         [--label TEXT]
     python benchmarks/causal_chain_calibration.py BENCH_DIR --pools 1,2,4,8,16 [--seeds ...] [--plot FILE.png]
+    python benchmarks/causal_chain_calibration.py BENCH_DIR --compare DIR2[,DIR3...] [--labels A,B,...]
+        [--seeds ...] [--plot FILE.png]
 
 ``BENCH_DIR`` is the output of ``chefs bench causal --out BENCH_DIR`` (its ``runs/seedS`` causal run
 directories are read back with ``CausalDiscovery.load(run, chains=[c])``; nothing is refitted). The
@@ -17,6 +19,11 @@ chains of a K-chain run), with the benchmark's readings of each pool beside the 
 (on all SEMs and on those with hidden confounders), AUROC, the posterior mean number of latent common
 causes, and the expected calibration error (count-weighted mean |mean predicted - observed frequency|
 over the bins of all three probabilities pooled).
+
+``--compare DIR2,...``: instead, whole runs side by side (every chain of each pooled, as the benchmark
+reads them): the readings of ``--pools`` for ``BENCH_DIR`` and each further directory (runs of the same
+seeds with other settings), plus the mean AUROC of ``p_confounded`` over the SEMs with hidden confounders;
+``--labels`` names the rows (default: the directories).
 
 ``--plot``: a reliability diagram (observed frequency against mean probability per bin, the points sized
 by their counts) of each chain alone and of the chains pooled, one panel per probability.
@@ -41,6 +48,9 @@ def main(argv=None) -> int:
     ap.add_argument("--chains", default="0,1,2,3")
     ap.add_argument("--pools", type=_chain_counts, default=None,
                     help="comma-separated K: the first K chains pooled, for each K (replaces --chains)")
+    ap.add_argument("--compare", default=None, metavar="DIR2,...",
+                    help="comma-separated further benchmark directories: whole runs side by side (replaces --chains)")
+    ap.add_argument("--labels", default=None, help="comma-separated names of the --compare rows, BENCH_DIR's first")
     ap.add_argument("--plot", default=None, help="write a reliability diagram to this PNG file")
     ap.add_argument("--label", default=None, help="what the runs are, for the figure's title (default: BENCH_DIR)")
     args = ap.parse_args(argv)
@@ -48,6 +58,14 @@ def main(argv=None) -> int:
     from chefs.causal import CausalDiscovery
 
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.pools is not None and args.compare is not None:
+        ap.error("--pools and --compare are two modes: give one")
+    if args.compare is not None:
+        dirs = [args.bench_dir] + [d for d in args.compare.split(",") if d]
+        labels = dirs if args.labels is None else args.labels.split(",")
+        if len(labels) != len(dirs):
+            ap.error(f"--labels names {len(labels)} row(s) for {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'}")
+        return pools(args, seeds, [(label, d, None) for label, d in zip(labels, dirs)], compare=True)
     if args.pools is not None:
         from chefs.mcmc.run import load_spec
 
@@ -55,7 +73,7 @@ def main(argv=None) -> int:
             have = int(load_spec(f"{args.bench_dir}/runs/seed{seed}")["chains"])
             if max(args.pools) > have:
                 ap.error(f"--pools asks for {max(args.pools)} chains; runs/seed{seed} has {have}")
-        return pools(args, seeds, args.pools)
+        return pools(args, seeds, [(k, args.bench_dir, k) for k in args.pools])
     chains = [int(c) for c in args.chains.split(",")]
     groups = [[c] for c in chains] + [chains]
     print(f"Calibration per chain and pooled: {args.bench_dir}, seeds {seeds}\n")
@@ -98,49 +116,68 @@ def _chain_counts(text: str) -> list[int]:
     return ks
 
 
-def pools(args, seeds, ks) -> int:
-    """The first K chains pooled, for each K: the benchmark's readings and calibration table."""
-    from chefs.bench.causal import calibration_pairs, calibration_table, icp_estimate, make_sem, metrics, sem_settings
+def pools(args, seeds, entries, compare: bool = False) -> int:
+    """The benchmark's readings and calibration table of each entry ``(label, bench_dir, K)``: the first K chains of
+    that directory's runs pooled (K None: every chain). ``compare``: rows named by label, with the AUROC of
+    ``p_confounded`` (mean over the SEMs with hidden confounders) as a further column."""
+    from chefs.bench.causal import (auroc, calibration_pairs, calibration_table, icp_estimate, make_sem, metrics,
+                                    sem_settings)
     from chefs.causal import CausalDiscovery
 
-    print(f"The first K chains pooled: {args.bench_dir}, seeds {seeds}\n")
-    print("| K | SHD | ancestral F1 (H > 0) | AUROC | latent common causes: H > 0, H = 0 | expected calibration error |")
-    print("|---|---|---|---|---|---|")
+    if compare:
+        print(f"Whole runs side by side, seeds {seeds}\n")
+        print("| run | SHD | ancestral F1 (H > 0) | AUROC | latent common causes: H > 0, H = 0 | AUROC of p_confounded "
+              "(H > 0) | expected calibration error |")
+        print("|---|---|---|---|---|---|---|")
+    else:
+        print(f"The first K chains pooled: {args.bench_dir}, seeds {seeds}\n")
+        print("| K | SHD | ancestral F1 (H > 0) | AUROC | latent common causes: H > 0, H = 0 | "
+              "expected calibration error |")
+        print("|---|---|---|---|---|---|")
     tables, curves = {}, {}
-    for k in ks:
-        rows, calib, latent = [], [], {True: [], False: []}
+    for label, bench_dir, k in entries:
+        rows, calib, latent, conf_auroc = [], [], {True: [], False: []}, []
         for seed in seeds:
             D, H, N = sem_settings(seed, False)
             sem = make_sem(seed, D, H, N)
-            s = CausalDiscovery.load(f"{args.bench_dir}/runs/seed{seed}", chains=list(range(k))).summary_
+            chains = None if k is None else list(range(k))
+            s = CausalDiscovery.load(f"{bench_dir}/runs/seed{seed}", chains=chains).summary_
             est = icp_estimate(s)
             sc = metrics(est, sem)
             rows.append((H > 0, sc["shd"], sc["anc_f1"], sc["auroc"]))
             calib += calibration_pairs(est.probs, sem)
             latent[H > 0].append(float(np.mean(s.confounders)))
+            if H > 0:
+                conf_auroc.append(auroc(s.p_confounded, sem.confounded))
         table = calibration_table(calib)
         every = [c for c in table if c["probability"] == "all" and c["count"]]
         ece = sum(c["count"] * abs(c["mean_predicted"] - c["observed_frequency"]) for c in every) / sum(
             c["count"] for c in every)
         conf = np.array([r[0] for r in rows])
         shd_, f1, au = (np.array([r[i] for r in rows], float) for i in (1, 2, 3))
-        mean = lambda v: float(np.mean(v)) if len(v) else float("nan")  # noqa: E731
-        print(f"| {k} | {shd_.mean():.1f} | {f1.mean():.3f} ({mean(f1[conf]):.3f}) | {np.nanmean(au):.3f} | "
-              f"{mean(latent[True]):.2f}, {mean(latent[False]):.2f} | {ece:.3f} |".replace("nan", "n/a"))
-        tables[k] = table
-        label = f"first {k} pooled" if k > 1 else "chain 0 alone"
+        mean = lambda v: float(np.nanmean(v)) if len(v) else float("nan")  # noqa: E731
+        extra = f" {mean(conf_auroc):.2f} |" if compare else ""
+        print(f"| {label} | {shd_.mean():.1f} | {f1.mean():.3f} ({mean(f1[conf]):.3f}) | {np.nanmean(au):.3f} | "
+              f"{mean(latent[True]):.2f}, {mean(latent[False]):.2f} |{extra} {ece:.3f} |".replace("nan", "n/a"))
+        tables[label] = table
+        name = label if compare else (f"first {k} pooled" if k > 1 else "chain 0 alone")
         for key in ("p_edge", "p_ancestor"):
-            curves[(label, key)] = [(c["bin"], c["count"], c["mean_predicted"], c["observed_frequency"])
-                                    for c in table if c["probability"] == key]
-    print("\n| K | bin (all three probabilities) | count | mean predicted | observed frequency |")
+            curves[(name, key)] = [(c["bin"], c["count"], c["mean_predicted"], c["observed_frequency"])
+                                   for c in table if c["probability"] == key]
+    head = "run" if compare else "K"
+    print(f"\n| {head} | bin (all three probabilities) | count | mean predicted | observed frequency |")
     print("|---|---|---|---|---|")
-    for k, table in tables.items():
+    for label, table in tables.items():
         for c in table:
             if c["probability"] == "all":
-                print(f"| {k} | {c['bin']} | {c['count']} | {c['mean_predicted']:.3f} | "
+                print(f"| {label} | {c['bin']} | {c['count']} | {c['mean_predicted']:.3f} | "
                       f"{c['observed_frequency']:.3f} |".replace("nan", "n/a"))
     if args.plot:
-        plot_pools(curves, ks, args.plot, f"{args.label or args.bench_dir}, seeds {_seed_label(seeds)}")
+        title = f"{args.label or args.bench_dir}, seeds {_seed_label(seeds)}"
+        if compare:
+            plot_compare(curves, list(tables), args.plot, f"seeds {_seed_label(seeds)}")
+        else:
+            plot_pools(curves, [k for _, _, k in entries], args.plot, title)
     return 0
 
 
@@ -153,6 +190,16 @@ def plot_pools(curves, ks, path, title) -> None:
         series.append(({key: curves[(label, key)] for key in ("p_edge", "p_ancestor")},
                        dict(color=colour, lw=1.6, alpha=1.0, label=f"{k} chain{'s' if k > 1 else ''}"), 0.7))
     _reliability(path, f"Calibration of the ICP's causal probabilities against the number of chains pooled ({title}); "
+                       "point area ~ count", series)
+
+
+def plot_compare(curves, labels, path, title) -> None:
+    import matplotlib.pyplot as plt
+
+    series = [({key: curves[(label, key)] for key in ("p_edge", "p_ancestor")},
+               dict(color=colour, lw=1.6, alpha=1.0, label=label), 0.7)
+              for colour, label in zip(plt.cm.tab10(np.arange(len(labels)) % 10), labels)]
+    _reliability(path, f"Calibration of the ICP's causal probabilities, runs side by side ({title}); "
                        "point area ~ count", series)
 
 

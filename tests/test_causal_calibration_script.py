@@ -61,3 +61,32 @@ def test_modes_table(bench, capsys):
     assert "| 14 | 3 |" in out and "The highest chain by log joint" in out
     with pytest.raises(ValueError, match="--top"):
         cm.main([str(bench), "--seeds", "14", "--top", "0"])
+
+
+def test_compare_reads_whole_runs(bench, capsys):
+    """--compare: every chain of each directory pooled; the same run read twice gives the rows that --pools gives
+    for all its chains (K = 3), and a run of other chains gives other rows."""
+    assert cc.main([str(bench), "--seeds", "14", "--pools", "3"]) == 0
+    whole = capsys.readouterr().out
+    assert cc.main([str(bench), "--seeds", "14", "--compare", str(bench), "--labels", "a,b"]) == 0
+    out = capsys.readouterr().out
+    bins = [line.split("|", 2)[2] for line in whole.splitlines() if line.startswith("| 3 | [")]
+    assert len(bins) == 5
+    for label in ("a", "b"):
+        assert [line.split("|", 2)[2] for line in out.splitlines() if line.startswith(f"| {label} | [")] == bins
+    row = next(line for line in whole.splitlines() if line.startswith("| 3 | ") and "[" not in line)
+    first = row.split("|")[2:6]  # SHD, F1, AUROC, latent: as --pools reads them
+    for label in ("a", "b"):
+        line = next(x for x in out.splitlines() if x.startswith(f"| {label} | ") and "[" not in x)
+        assert line.split("|")[2:6] == first
+    assert cc.main([str(bench), "--seeds", "14", "--pools", "1"]) == 0
+    one = capsys.readouterr().out
+    assert [line.split("|", 2)[2] for line in one.splitlines() if line.startswith("| 1 | [")] != bins
+
+
+@pytest.mark.parametrize("extra, msg", [(["--labels", "a"], "names 1 row(s) for 2"),
+                                        (["--pools", "2"], "two modes")])
+def test_bad_compare_options_are_one_line_errors(bench, capsys, extra, msg):
+    with pytest.raises(SystemExit) as e:
+        cc.main([str(bench), "--seeds", "14", "--compare", str(bench)] + extra)
+    assert e.value.code == 2 and msg in capsys.readouterr().err
