@@ -21,9 +21,10 @@ causes, and the expected calibration error (count-weighted mean |mean predicted 
 over the bins of all three probabilities pooled).
 
 ``--compare DIR2,...``: instead, whole runs side by side (every chain of each pooled, as the benchmark
-reads them): the readings of ``--pools`` for ``BENCH_DIR`` and each further directory (runs of the same
+reads them; ``DIR:K`` reads a directory's first K chains, as ``--pools K`` does, and so does ``BENCH_DIR:K``): the readings of ``--pools`` for ``BENCH_DIR`` and each further directory (runs of the same
 seeds with other settings), plus the mean AUROC of ``p_confounded`` over the SEMs with hidden confounders;
-``--labels`` names the rows (default: the directories).
+``--labels`` names the rows (default: the directories), separated by commas, or by semicolons
+when a name holds a comma.
 
 ``--plot``: a reliability diagram (observed frequency against mean probability per bin, the points sized
 by their counts) of each chain alone and of the chains pooled, one panel per probability.
@@ -50,7 +51,9 @@ def main(argv=None) -> int:
                     help="comma-separated K: the first K chains pooled, for each K (replaces --chains)")
     ap.add_argument("--compare", default=None, metavar="DIR2,...",
                     help="comma-separated further benchmark directories: whole runs side by side (replaces --chains)")
-    ap.add_argument("--labels", default=None, help="comma-separated names of the --compare rows, BENCH_DIR's first")
+    ap.add_argument("--labels", default=None,
+                    help="names of the --compare rows, BENCH_DIR's first, separated by commas (or by semicolons when "
+                         "the names hold commas)")
     ap.add_argument("--plot", default=None, help="write a reliability diagram to this PNG file")
     ap.add_argument("--label", default=None, help="what the runs are, for the figure's title (default: BENCH_DIR)")
     args = ap.parse_args(argv)
@@ -62,10 +65,16 @@ def main(argv=None) -> int:
         ap.error("--pools and --compare are two modes: give one")
     if args.compare is not None:
         dirs = [args.bench_dir] + [d for d in args.compare.split(",") if d]
-        labels = dirs if args.labels is None else args.labels.split(",")
+        labels = dirs if args.labels is None else args.labels.split(";" if ";" in args.labels else ",")
         if len(labels) != len(dirs):
             ap.error(f"--labels names {len(labels)} row(s) for {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'}")
-        return pools(args, seeds, [(label, d, None) for label, d in zip(labels, dirs)], compare=True)
+        entries = []
+        for label, d in zip(labels, dirs):
+            d, k = _dir_and_chains(d)
+            if k is not None and k < 1:
+                ap.error(f"{d}:{k}: the number of chains must be positive")
+            entries.append((label, d, k))
+        return pools(args, seeds, entries, compare=True)
     if args.pools is not None:
         from chefs.mcmc.run import load_spec
 
@@ -103,6 +112,14 @@ def _seed_label(seeds) -> str:
     if list(seeds) == list(range(seeds[0], seeds[0] + len(seeds))):
         return f"{seeds[0]}-{seeds[-1]}"
     return ",".join(map(str, seeds))
+
+
+def _dir_and_chains(text: str) -> tuple[str, int | None]:
+    """``DIR`` (every chain) or ``DIR:K`` (the first K chains)."""
+    head, sep, tail = text.rpartition(":")
+    if sep and head and tail.lstrip("-").isdigit():
+        return head, int(tail)
+    return text, None
 
 
 def _chain_counts(text: str) -> list[int]:

@@ -81,12 +81,18 @@ def test_compare_reads_whole_runs(bench, capsys):
         assert line.split("|")[2:6] == first
     assert cc.main([str(bench), "--seeds", "14", "--pools", "1"]) == 0
     one = capsys.readouterr().out
-    assert [line.split("|", 2)[2] for line in one.splitlines() if line.startswith("| 1 | [")] != bins
+    first_chain = [line.split("|", 2)[2] for line in one.splitlines() if line.startswith("| 1 | [")]
+    assert first_chain != bins
+    # DIR:K reads the first K chains, as --pools K does
+    assert cc.main([f"{bench}:1", "--seeds", "14", "--compare", str(bench), "--labels", "c,d"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split("|", 2)[2] for line in out.splitlines() if line.startswith("| c | [")] == first_chain
+    assert [line.split("|", 2)[2] for line in out.splitlines() if line.startswith("| d | [")] == bins
 
 
 @pytest.mark.parametrize("extra, msg", [(["--labels", "a"], "names 1 row(s) for 2"),
-                                        (["--pools", "2"], "two modes")])
+                                        (["--pools", "2"], "two modes"), (["--compare", "x:0"], "must be positive")])
 def test_bad_compare_options_are_one_line_errors(bench, capsys, extra, msg):
     with pytest.raises(SystemExit) as e:
-        cc.main([str(bench), "--seeds", "14", "--compare", str(bench)] + extra)
+        cc.main([str(bench), "--seeds", "14"] + (extra if extra[0] == "--compare" else ["--compare", str(bench)] + extra))
     assert e.value.code == 2 and msg in capsys.readouterr().err
