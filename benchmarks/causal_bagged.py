@@ -1,9 +1,10 @@
 """A bagged causal posterior (BayesBag), measured against the benchmark's SEMs (issue 23; stop 42).
 
-    python benchmarks/causal_bagged.py --out DIR [--seeds 10,...,19] [--bags 4] [--jobs 2]
+    python benchmarks/causal_bagged.py --out DIR [--seeds 10,...,19] [--bags 4] [--jobs 2] [--weight-prior none|A,B]
 
 For each SEM of ``chefs bench causal`` (its generator and seeds), ``--bags`` single-chain
-``CausalDiscovery`` fits with the library's defaults, each on its own bootstrap resample of the rows
+``CausalDiscovery`` fits with the library's defaults (except ``--weight-prior``: ``none``, the weights fixed at
+N(0, 1) as in stop 42's run, unless given; ``1,1`` is the causal default since stop 44), each on its own bootstrap resample of the rows
 (drawn with ``numpy.random.default_rng([seed, 4242, b])``; its residual start is computed on that
 resample), pooled with ``CausalSummary.from_samples``: the average of the posteriors given each
 resample (Bühlmann 2014; Huggins & Miller 2023), instead of the posterior given the data. Prints
@@ -20,9 +21,11 @@ import sys
 
 import numpy as np
 
+from chefs.commands._util import weight_prior_arg
+
 
 def fit_bag(args):
-    seed, b, out = args
+    seed, b, out, weight_prior = args
     from chefs._threads import limit_threads
     from chefs.bench.causal import make_sem, sem_settings
     from chefs.causal import CausalDiscovery
@@ -31,7 +34,7 @@ def fit_bag(args):
     sem = make_sem(seed, *sem_settings(seed, False))
     X = sem.X[np.random.default_rng([seed, 4242, b]).integers(0, len(sem.X), len(sem.X))]
     cd = CausalDiscovery(sweeps=2000, burn_in=1000, thin=10, chains=1, seed=seed * 100 + b,
-                         out=f"{out}/seed{seed}/bag{b}", force=True, progress=False)
+                         out=f"{out}/seed{seed}/bag{b}", force=True, progress=False, weight_prior=weight_prior)
     cd.fit(X, names=[str(i) for i in range(X.shape[1])])
     return seed, b, cd.samples_
 
@@ -42,6 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="10,11,12,13,14,15,16,17,18,19")
     ap.add_argument("--bags", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--weight-prior", type=weight_prior_arg, default=None, metavar="none|SHAPE,RATE",
+                    help="the fits' prior on the weights' precision (default: none, W ~ N(0, 1) fixed, stop 42's run)")
     args = ap.parse_args(argv)
     from concurrent.futures import ProcessPoolExecutor
 
@@ -49,7 +54,7 @@ def main(argv=None) -> int:
     from chefs.causal import CausalSummary
 
     seeds = [int(s) for s in args.seeds.split(",")]
-    jobs = [(s, b, args.out) for s in seeds for b in range(args.bags)]
+    jobs = [(s, b, args.out, args.weight_prior) for s in seeds for b in range(args.bags)]
     got = {}
     with ProcessPoolExecutor(args.jobs) as ex:
         for seed, b, samples in ex.map(fit_bag, jobs):

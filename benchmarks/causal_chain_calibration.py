@@ -68,11 +68,20 @@ def main(argv=None) -> int:
         labels = dirs if args.labels is None else args.labels.split(";" if ";" in args.labels else ",")
         if len(labels) != len(dirs):
             ap.error(f"--labels names {len(labels)} row(s) for {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'}")
+        if len(set(labels)) != len(labels):
+            ap.error("the rows of --compare need distinct names: give --labels")
+        from chefs.mcmc.run import load_spec
+
         entries = []
         for label, d in zip(labels, dirs):
             d, k = _dir_and_chains(d)
             if k is not None and k < 1:
                 ap.error(f"{d}:{k}: the number of chains must be positive")
+            if k is not None:
+                for seed in seeds:
+                    have = int(load_spec(f"{d}/runs/seed{seed}")["chains"])
+                    if k > have:
+                        ap.error(f"{d}:{k} asks for {k} chains; runs/seed{seed} has {have}")
             entries.append((label, d, k))
         return pools(args, seeds, entries, compare=True)
     if args.pools is not None:

@@ -216,8 +216,10 @@ WEIGHT_PRIOR = (2.0, 8.0)
 
 def test_stationarity_free_orders_sampled_weight_variance():
     """The causal sweep (free observed orders, reversal move) with 1/v ~ Gamma(2, 8) sampled leaves the
-    posterior invariant: every collapsed move (edge pass, births, reversal) integrates the weight at the
-    current v. Measured (300 replicates): max |z| 2.36 (seed 1, edge_10), 1.92 and 2.38 (seeds 2 and 3); 1.45 at 600
+    posterior invariant. What the controls below show: the variance's conditional is checked at this size, and
+    so is the use of the sampled v in the births' and reversals' collapsed gains against v = 1; the edge pass at
+    v = 1 is caught only at 1,000 replicates (a slow control); a constant v near its typical value (4) is not
+    caught at all, since Gamma(2, 8) keeps v close to it. Measured (300 replicates): max |z| 2.36 (seed 1, edge_10), 1.92 and 2.38 (seeds 2 and 3); 1.45 at 600
     replicates (seed 1)."""
     zs = _free_order_stationarity(2, 300, weight_prior=WEIGHT_PRIOR)
     assert "log_weight_var" in zs
@@ -237,6 +239,22 @@ def test_stationarity_free_orders_sampled_weight_variance_controls(monkeypatch, 
     else:
         monkeypatch.setattr(NLGBN, "_gain", lambda self, u, r, i: nl.collapsed_gain(u, r, self.rho[i], 1.0))
     zs = _free_order_stationarity(2, 300, weight_prior=WEIGHT_PRIOR)
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+@pytest.mark.slow
+def test_stationarity_free_orders_sampled_weight_variance_control_edge_pass(monkeypatch):
+    """Plant: the compiled edge pass integrates each weight at v = 1 instead of the sampled v: caught at these
+    1,000 replicates (measured, seed 1: |z| 6.44, num_edges), not at 300 (2.79)."""
+    real = nl._kern.edge_pass
+
+    def planted(*args):
+        args = list(args)
+        args[15] = 1.0  # the weight variance (NLGBN.edge_pass's argument order)
+        return real(*args)
+
+    monkeypatch.setattr(nl._kern, "edge_pass", planted)
+    zs = _free_order_stationarity(2, 1000, weight_prior=WEIGHT_PRIOR)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -314,8 +332,9 @@ def test_likelihood_power_checks_and_defaults(tmp_path):
 def test_weight_prior_default_flag_and_refusals(tmp_path, capsys):
     """Since stop 44 causal discovery samples the weights' precision, 1/v ~ Gamma(1, 1) (docs/derivations.md 3.8,
     "A sampled weight scale"); ``weight_prior=None`` (``--weight-prior none``) keeps W ~ N(0, 1) fixed, and the
-    density estimator's default is unchanged. The setting travels in the run's spec, so the chains (and a
-    resume) sample what was asked; bad values are one-line errors, exit 2, nothing written."""
+    density estimator's default is unchanged. The setting travels in the run's spec, so the chains sample what
+    was asked (a resume reads the same spec; test_power_posterior_run_resumes_bit_for_bit resumes a run with the
+    default, v sampled, bit for bit); bad values are one-line errors, exit 2, nothing written."""
     from chefs.bench.causal import run_benchmark
     from chefs.causal import CAUSAL_WEIGHT_PRIOR
 
@@ -323,7 +342,7 @@ def test_weight_prior_default_flag_and_refusals(tmp_path, capsys):
     assert tuple(CausalDiscovery().weight_prior) == (1.0, 1.0)
     assert CausalDiscovery(weight_prior=None).weight_prior is None
     assert BeliefNetwork().weight_prior is None  # 002's W ~ N(0, 1) for density estimation
-    for bad in ((0, 1), (1,), (1, -2), (1, float("inf"))):
+    for bad in ((0, 1), (1,), (1, -2), (1, float("inf")), "12", "none", 3.0):
         with pytest.raises(ValueError, match="weight_prior"):
             CausalDiscovery(weight_prior=bad)
         with pytest.raises(ValueError, match="weight_prior"):
@@ -339,6 +358,8 @@ def test_weight_prior_default_flag_and_refusals(tmp_path, capsys):
         assert main(["discover", "--data", str(data_csv), "--out", str(run)] + common + extra) == 0
         assert json.loads((run / "config.json").read_text())["model"]["weight_prior"] == spec
         assert CausalDiscovery.load(run).weight_prior == (None if spec is None else spec)
+        v = float(np.load(next((run / "chain-0").glob("model-*.npz")))["weight_var"])
+        assert (v == 1.0) == (spec is None), v  # sampled unless fixed
     capsys.readouterr()
     for bad in ("1", "0,1", "a,b", "1,2,3", "-1,1"):
         with pytest.raises(SystemExit) as e:

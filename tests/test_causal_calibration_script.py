@@ -91,8 +91,11 @@ def test_compare_reads_whole_runs(bench, capsys):
 
 
 @pytest.mark.parametrize("extra, msg", [(["--labels", "a"], "names 1 row(s) for 2"),
-                                        (["--pools", "2"], "two modes"), (["--compare", "x:0"], "must be positive")])
+                                        (["--pools", "2"], "two modes"), (["--compare", "x:0"], "must be positive"),
+                                        (["--labels", "a,a"], "distinct names"), ([], "distinct names"),
+                                        (["--compare", "BENCH:4"], "asks for 4 chains")])
 def test_bad_compare_options_are_one_line_errors(bench, capsys, extra, msg):
     with pytest.raises(SystemExit) as e:
-        cc.main([str(bench), "--seeds", "14"] + (extra if extra[0] == "--compare" else ["--compare", str(bench)] + extra))
+        extra = [e.replace("BENCH", str(bench)) for e in extra]
+        cc.main([str(bench), "--seeds", "14"] + (extra if extra[:1] == ["--compare"] else ["--compare", str(bench)] + extra))
     assert e.value.code == 2 and msg in capsys.readouterr().err

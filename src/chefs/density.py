@@ -63,6 +63,22 @@ TAIL_LENGTH = 0.1
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
+def check_weight_prior(weight_prior):
+    """``weight_prior``: None (W ~ N(0, 1) fixed) or (shape, rate), two positive finite numbers, returned as a
+    list of floats; anything else is a ``ValueError`` that echoes the value given."""
+    if weight_prior is None:
+        return None
+    vals = None
+    if not isinstance(weight_prior, (str, bytes)):
+        try:
+            vals = [float(v) for v in weight_prior]
+        except (TypeError, ValueError):
+            vals = None
+    if vals is None or len(vals) != 2 or not all(v > 0 and np.isfinite(v) for v in vals):
+        raise ValueError(f"weight_prior must be None or (shape, rate) with both > 0, got {weight_prior!r}")
+    return vals
+
+
 def check_margin(margin, allow_auto: bool = True) -> float | str:
     """A unit-map margin: a number in [MIN_MARGIN, 0.5) (docs/derivations.md section 3.1), or
     ``"auto"`` (:func:`resolve_margin`) unless ``allow_auto`` is False."""
@@ -466,11 +482,7 @@ class BeliefNetwork:
         if structure_warmup is not None and (int(structure_warmup) != structure_warmup or structure_warmup < 0):
             raise ValueError(f"structure_warmup must be a non-negative integer or None, got {structure_warmup!r}")
         self.structure_warmup = min(300, burn_in // 2) if structure_warmup is None else int(structure_warmup)
-        if weight_prior is not None:
-            weight_prior = [float(v) for v in weight_prior]
-            if len(weight_prior) != 2 or not all(v > 0 and np.isfinite(v) for v in weight_prior):
-                raise ValueError(f"weight_prior must be (shape, rate) with both > 0, got {weight_prior}")
-        self.weight_prior = weight_prior
+        self.weight_prior = check_weight_prior(weight_prior)
         self.inputs = tuple(sorted(int(j) for j in inputs))
         self.margin = check_margin(margin)
         if isinstance(hmc_steps, bool) or int(hmc_steps) != hmc_steps or hmc_steps < 0:

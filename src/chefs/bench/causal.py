@@ -374,9 +374,11 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     ``chains``: the ICP's chains (None: :data:`chefs.causal.CAUSAL_CHAINS` in the full run, 1 in the quick
     one). ``margin``: the ICP's unit-map margin (None: :data:`chefs.causal.CAUSAL_MARGIN`). ``likelihood_power``: the ICP's
     (None: :class:`chefs.causal.CausalDiscovery`'s default, 1). ``weight_prior``: the ICP's prior on the weights'
-    precision, (shape, rate) or None for W ~ N(0, 1) fixed ("default": :data:`chefs.causal.CAUSAL_WEIGHT_PRIOR`)."""
+    precision, (shape, rate), or None for W ~ N(0, 1) fixed; unlike the other settings, None here is not the
+    default but "off", as in :class:`chefs.causal.CausalDiscovery` ("default", the default:
+    :data:`chefs.causal.CAUSAL_WEIGHT_PRIOR`)."""
     from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, START, STARTS
-    from ..density import check_margin
+    from ..density import check_margin, check_weight_prior
     from ..models.nlgbn import check_likelihood_power
 
     start = START if start is None else start
@@ -396,13 +398,8 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     power = check_likelihood_power(CAUSAL_LIKELIHOOD_POWER if likelihood_power is None else likelihood_power)
     if isinstance(weight_prior, str) and weight_prior == "default":
         weight_prior = CAUSAL_WEIGHT_PRIOR
-    if weight_prior is not None:
-        try:
-            weight_prior = tuple(float(v) for v in weight_prior)
-        except (TypeError, ValueError):
-            weight_prior = ()
-        if len(weight_prior) != 2 or not all(v > 0 and math.isfinite(v) for v in weight_prior):
-            raise ValueError(f"weight_prior must be (shape, rate) with both > 0, or None; got {weight_prior!r}")
+    weight_prior = check_weight_prior(weight_prior)
+    weight_prior = None if weight_prior is None else tuple(weight_prior)
     settings = dict(QUICK if quick else FULL, start=start, margin=margin, likelihood_power=power,
                     weight_prior=weight_prior)
     if chains is not None:
