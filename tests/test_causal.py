@@ -612,7 +612,7 @@ def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
     assert cc.START == "residual" and CausalDiscovery().start == "residual"
     from chefs.bench.causal import FULL
 
-    assert CausalDiscovery().chains == cc.CAUSAL_CHAINS == FULL["chains"] == 8  # the benchmark measures the default
+    assert CausalDiscovery().chains == cc.CAUSAL_CHAINS == FULL["chains"] == 16  # the benchmark measures the default
     assert CausalDiscovery().init_hidden == cc.CAUSAL_INIT_HIDDEN == 2.0
     assert CausalDiscovery(start="prior").init_hidden == BeliefNetwork().init_hidden == 10.0  # stops 34-40's start
     X = _anm_chain(4)[:, [2, 0, 1]]   # columns z, x, y

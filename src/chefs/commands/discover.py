@@ -27,7 +27,7 @@ def register(sub) -> None:
     d.add_argument("--chains", type=positive_int, default=CAUSAL_CHAINS,
                    help="chains, each from its own start (see --start; with 'residual', chains 1, 2, ... order "
                         "bootstrap resamples), so that `chefs summary` shows whether they disagree (default "
-                        f"{CAUSAL_CHAINS}; stops 41-42 ran 4, stops 34-40 2)")
+                        f"{CAUSAL_CHAINS}; stop 43 ran 8, stops 41-42 4, stops 34-40 2)")
     d.add_argument("--sweeps", type=positive_int, default=2000)
     d.add_argument("--burn-in", type=nonneg_int, default=1000)
     d.add_argument("--thin", type=positive_int, default=10)
