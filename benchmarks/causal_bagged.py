@@ -1,10 +1,12 @@
 """A bagged causal posterior (BayesBag), measured against the benchmark's SEMs (issue 23; stop 42).
 
-    python benchmarks/causal_bagged.py --out DIR [--seeds 10,...,19] [--bags 4] [--jobs 2] [--weight-prior none|A,B]
+    python benchmarks/causal_bagged.py --out DIR [--seeds 10,...,19] [--bags 4] [--jobs 2]
+        [--weight-prior none|A,B]
 
 For each SEM of ``chefs bench causal`` (its generator and seeds), ``--bags`` single-chain
 ``CausalDiscovery`` fits with the library's defaults (except ``--weight-prior``: ``none``, the weights fixed at
-N(0, 1) as in stop 42's run, unless given; ``1,1`` is the causal default since stop 44), each on its own bootstrap resample of the rows
+N(0, 1) as in stop 42's run, unless given; ``1,1`` is the causal default since stop 44), each on its own
+bootstrap resample of the rows
 (drawn with ``numpy.random.default_rng([seed, 4242, b])``; its residual start is computed on that
 resample), pooled with ``CausalSummary.from_samples``: the average of the posteriors given each
 resample (Bühlmann 2014; Huggins & Miller 2023), instead of the posterior given the data. Prints

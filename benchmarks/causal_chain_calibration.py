@@ -21,8 +21,9 @@ causes, and the expected calibration error (count-weighted mean |mean predicted 
 over the bins of all three probabilities pooled).
 
 ``--compare DIR2,...``: instead, whole runs side by side (every chain of each pooled, as the benchmark
-reads them; ``DIR:K`` reads a directory's first K chains, as ``--pools K`` does, and so does ``BENCH_DIR:K``): the readings of ``--pools`` for ``BENCH_DIR`` and each further directory (runs of the same
-seeds with other settings), plus the mean AUROC of ``p_confounded`` over the SEMs with hidden confounders;
+reads them; ``DIR:K``, and ``BENCH_DIR:K``, read a directory's first K chains, as ``--pools K`` does): the
+readings of ``--pools`` for ``BENCH_DIR`` and each further directory (runs of the same seeds with other
+settings), plus the mean AUROC of ``p_confounded`` over the SEMs with hidden confounders;
 ``--labels`` names the rows (default: the directories), separated by commas, or by semicolons
 when a name holds a comma.
 

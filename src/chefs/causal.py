@@ -441,8 +441,9 @@ class CausalDiscovery(BeliefNetwork):
     except ``inputs`` (conditioning on inputs fixes orders), ``rotate`` (always
     False: the variables themselves are the observed units) and ``tails`` (always
     False: each variable's scale stays affine). Defaults here: sixteen chains
-    (:data:`CAUSAL_CHAINS`; ``chains=8`` gives stop 43's runs, ``chains=4`` stops 41-42's, and ``start="prior", chains=2``
-    reproduces stops 34-40's), about two hidden units in each residual start (``init_hidden``,
+    (:data:`CAUSAL_CHAINS`; with ``weight_prior=None``, ``chains=8`` gives stop 43's runs, ``chains=4``
+    stops 41-42's, and ``start="prior", chains=2`` stops 34-40's), about two hidden units in each
+    residual start (``init_hidden``,
     :data:`CAUSAL_INIT_HIDDEN`; 10 with ``start="prior"``), one pilot per chain
     (``pilots=1``; the pilots' start heuristic of docs/derivations.md 3.7 is available but
     untested for this use), margin 0.3 (:data:`CAUSAL_MARGIN`, that of the documented
@@ -617,5 +618,6 @@ def is_causal_run(run_dir) -> bool:
 
 
 __all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS", "CAUSAL_CHAINS",
-           "CAUSAL_INIT_HIDDEN", "CAUSAL_LIKELIHOOD_POWER", "CAUSAL_WEIGHT_PRIOR", "is_causal_run", "chain_disagreement", "residual_order",
+           "CAUSAL_INIT_HIDDEN", "CAUSAL_LIKELIHOOD_POWER", "CAUSAL_WEIGHT_PRIOR", "is_causal_run",
+           "chain_disagreement", "residual_order",
            "normalised_hsic", "order_values", "START", "STARTS"]

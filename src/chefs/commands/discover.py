@@ -14,8 +14,8 @@ from ._util import nonneg_int, positive_float, positive_int, print_chain_compari
 
 
 def register(sub) -> None:
-    from ..causal import (CAUSAL_CHAINS, CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, CAUSAL_WEIGHT_PRIOR, MAX_COLUMNS, START,
-                          STARTS)
+    from ..causal import (CAUSAL_CHAINS, CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, CAUSAL_WEIGHT_PRIOR, MAX_COLUMNS,
+                          START, STARTS)
 
     d = sub.add_parser("discover", help="posterior over causal graphs with hidden common causes (ICP belief network "
                                         "with free observed orders)")
@@ -45,8 +45,8 @@ def register(sub) -> None:
                         "docs/derivations.md 3.19)")
     d.add_argument("--weight-prior", type=weight_prior_arg, default=CAUSAL_WEIGHT_PRIOR, metavar="SHAPE,RATE",
                    help="Gamma prior on the edge weights' precision, sampled (default: "
-                        f"{_shape_rate(CAUSAL_WEIGHT_PRIOR)}, chefs.causal.CAUSAL_WEIGHT_PRIOR; 'none': weights ~ N(0, 1) "
-                        "fixed, as before stop 44)")
+                        f"{_shape_rate(CAUSAL_WEIGHT_PRIOR)}, chefs.causal.CAUSAL_WEIGHT_PRIOR; 'none': "
+                        "weights ~ N(0, 1) fixed, as before stop 44)")
     d.add_argument("--pilots", type=positive_int, default=1, metavar="P",
                    help="multi-start pilots per chain (docs/derivations.md 3.7)")
     d.add_argument("--start", choices=STARTS, default=START,
