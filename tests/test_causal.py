@@ -474,6 +474,23 @@ def test_fit_writes_the_summaries_and_load_reads_them(tmp_path):
     assert back.names_ == ["x", "y", "z"]
 
 
+def test_loading_some_chains_leaves_the_run_files_alone(tmp_path):
+    """``CausalDiscovery.load(run, chains=[i])`` summarises chain i alone without rewriting the run's files,
+    which keep describing all its chains (before stop 44 such a read overwrote edges.csv with chain i's
+    summary); ``load(run)`` rewrites them from all chains, as `chefs resume` does."""
+    run = tmp_path / "run"
+    cd = CausalDiscovery(seed=3, out=run, chains=2, **FAST).fit(_data(), names=["x", "y", "z"])
+    files = ("edges.csv", "causal.json", "summary.graphml")
+    before = {f: (run / f).read_bytes() for f in files}
+    one = CausalDiscovery.load(run, chains=[1])
+    assert not np.array_equal(one.summary_.p_ancestor, cd.summary_.p_ancestor)  # chain 1 alone differs
+    assert {f: (run / f).read_bytes() for f in files} == before
+    (run / "edges.csv").unlink()
+    back = CausalDiscovery.load(run)
+    np.testing.assert_array_equal(back.summary_.p_edge, cd.summary_.p_edge)
+    assert (run / "edges.csv").read_bytes() == before["edges.csv"]
+
+
 def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
     """With ``start="prior"``, causal runs store one start per chain, with the observed units at different
     orders (chains from one shared start kept its order and agreed for that reason; docs/derivations.md 3.8),

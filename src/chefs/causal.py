@@ -567,17 +567,19 @@ class CausalDiscovery(BeliefNetwork):
         self._summarise()
         return self
 
-    def _summarise(self) -> None:
-        """Summaries of the kept samples, written into the run directory (derived files,
-        rewritten in place): edges.csv, causal.json, causal.png and summary.graphml
+    def _summarise(self, write: bool = True) -> None:
+        """Summaries of the kept samples; with ``write``, also written into the run directory (derived
+        files, rewritten in place): edges.csv, causal.json, causal.png and summary.graphml
         (thresholded at ``self.threshold``)."""
         # sample_chains_ is absent on estimators pickled before stop 34: one group then
         self.summary_, per_chain = CausalSummary.from_samples(
             self.samples_, self.names_, getattr(self, "sample_chains_", [0] * len(self.samples_)))
         self.disagreement_ = chain_disagreement(per_chain) if len(per_chain) > 1 else {}
+        if not write:
+            return
         run = Path(self.run_dir_)
         self.summary_.write_csv(run / EDGES_FILE)
-        # null unless two or more chains' samples were summarised (e.g. after load(run, chains=[i]))
+        # null unless two or more chains' samples were summarised (a run of one chain)
         (run / SUMMARY_FILE).write_text(json.dumps({**self.summary_.to_dict(), "threshold": self.threshold,
                                                     "chain_disagreement": self.disagreement_ or None}, indent=1))
         self.summary_.write_graphml(run / GRAPHML_FILE, self.threshold)
@@ -585,6 +587,10 @@ class CausalDiscovery(BeliefNetwork):
 
     @classmethod
     def load(cls, run_dir, chains=None) -> "CausalDiscovery":
+        """A fitted estimator from a `chefs discover` run directory. ``chains``: the chains whose kept
+        samples to summarise (default all, pooled). Reading all chains rewrites the run's summary files
+        (edges.csv, causal.json, causal.png, summary.graphml) from them, as `chefs resume` does; reading
+        some chains leaves those files alone, so that they keep describing the whole run."""
         from .mcmc.run import load_spec
 
         spec = load_spec(run_dir)
@@ -596,7 +602,8 @@ class CausalDiscovery(BeliefNetwork):
         net.names_ = columns["names"]
         net.start = columns.get("start", "prior")  # runs before stop 41 started at prior draws
         net.init_hidden = float(columns.get("init_hidden", 10.0))  # what the run's starts were drawn with
-        net._summarise()
+        # the run's files summarise all its chains: a read of some chains (chains=[i]) leaves them as they are
+        net._summarise(write=chains is None)
         return net
 
     # --------------------------------------------------------------- outputs
