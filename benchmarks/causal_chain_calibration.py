@@ -71,27 +71,17 @@ def main(argv=None) -> int:
             ap.error(f"--labels names {len(labels)} row(s) for {len(dirs)} director{'y' if len(dirs) == 1 else 'ies'}")
         if len(set(labels)) != len(labels):
             ap.error("the rows of --compare need distinct names: give --labels")
-        from chefs.mcmc.run import load_spec
-
         entries = []
         for label, d in zip(labels, dirs):
             d, k = _dir_and_chains(d)
             if k is not None and k < 1:
                 ap.error(f"{d}:{k}: the number of chains must be positive")
             if k is not None:
-                for seed in seeds:
-                    have = int(load_spec(f"{d}/runs/seed{seed}")["chains"])
-                    if k > have:
-                        ap.error(f"{d}:{k} asks for {k} chains; runs/seed{seed} has {have}")
+                _need_chains(ap, d, k, seeds, f"{d}:{k}")
             entries.append((label, d, k))
         return pools(args, seeds, entries, compare=True)
     if args.pools is not None:
-        from chefs.mcmc.run import load_spec
-
-        for seed in seeds:  # every K must be there before any is read
-            have = int(load_spec(f"{args.bench_dir}/runs/seed{seed}")["chains"])
-            if max(args.pools) > have:
-                ap.error(f"--pools asks for {max(args.pools)} chains; runs/seed{seed} has {have}")
+        _need_chains(ap, args.bench_dir, max(args.pools), seeds, "--pools")
         return pools(args, seeds, [(k, args.bench_dir, k) for k in args.pools])
     chains = [int(c) for c in args.chains.split(",")]
     groups = [[c] for c in chains] + [chains]
@@ -122,6 +112,17 @@ def _seed_label(seeds) -> str:
     if list(seeds) == list(range(seeds[0], seeds[0] + len(seeds))):
         return f"{seeds[0]}-{seeds[-1]}"
     return ",".join(map(str, seeds))
+
+
+def _need_chains(ap, bench_dir, k: int, seeds, what: str) -> None:
+    """A one-line argparse error unless every seed's run in ``bench_dir`` has at least ``k`` chains (checked
+    before any is read)."""
+    from chefs.mcmc.run import load_spec
+
+    for seed in seeds:
+        have = int(load_spec(f"{bench_dir}/runs/seed{seed}")["chains"])
+        if k > have:
+            ap.error(f"{what} asks for {k} chains; runs/seed{seed} has {have}")
 
 
 def _dir_and_chains(text: str) -> tuple[str, int | None]:

@@ -651,8 +651,7 @@ class BeliefNetwork:
         net.tails = net.map_.tailed
         net.inputs = tuple(um.get("inputs", ()))
         net.likelihood_power = float(spec["model"].get("likelihood_power", 1.0))
-        wp = spec["model"].get("weight_prior")  # what the run sampled, not the class's default
-        net.weight_prior = None if wp is None else [float(v) for v in wp]
+        net.weight_prior = check_weight_prior(spec["model"].get("weight_prior"))  # the run's, not the class default
         net._load_samples(chains)
         return net
 

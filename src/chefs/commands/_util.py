@@ -31,15 +31,15 @@ def positive_float(text: str) -> float:
 def weight_prior_arg(text: str):
     """``--weight-prior``: ``SHAPE,RATE`` (two positive numbers: the weights' precision ~ Gamma(shape, rate),
     sampled) or ``none`` (weights ~ N(0, 1) fixed)."""
+    from ..density import check_weight_prior  # the estimators' own check
+
     if text.strip().lower() == "none":
         return None
     try:
-        vals = tuple(float(v) for v in text.split(","))
+        return tuple(check_weight_prior(text.split(",")))
     except ValueError:
-        vals = ()
-    if len(vals) != 2 or not all(v > 0 and math.isfinite(v) for v in vals):
-        raise argparse.ArgumentTypeError(f"expected SHAPE,RATE (two positive numbers) or 'none', got {text!r}")
-    return vals
+        raise argparse.ArgumentTypeError(f"expected SHAPE,RATE (two positive numbers) or 'none', got {text!r}") \
+            from None
 
 
 def margin_arg(text: str) -> float | str:
