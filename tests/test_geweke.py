@@ -72,3 +72,22 @@ def test_geweke_standard_error_options():
     assert set(zs) >= {"num_nodes", "y_sq"} and all(np.isfinite(list(zs.values())))
     with pytest.raises(ValueError, match="se must be"):
         geweke_test(InDegreeGaussian(1), config, 10, 10, np.random.default_rng(1), se="bootstrap")
+
+
+def test_batch_means_variance_by_hand_and_on_iid_draws():
+    """The batch-means error of ``se="batch"``: by hand on a short series (the remainder dropped), and on
+    100,000 i.i.d. N(0, 1) draws, where 400 batch means give var / n times a chi-square(399) / 399 factor: the
+    ratio must lie within that law's 1e-6 and 1 - 1e-6 quantiles (a variance off by a factor of 2 fails)."""
+    from scipy.stats import chi2
+
+    from chefs.mcmc.geweke import chain_mean_variance
+
+    y = np.arange(22.0)  # 4 batches of 5: means 2, 7, 12, 17 (20 and 21 dropped)
+    assert chain_mean_variance(y, "batch", 4) == pytest.approx(np.var([2.0, 7.0, 12.0, 17.0], ddof=1) / 4)
+    n = 100_000
+    x = np.random.default_rng(5).normal(size=n)
+    ratio = chain_mean_variance(x, "batch", 400) * n
+    lo, hi = chi2.ppf([1e-6, 1 - 1e-6], 399) / 399
+    assert lo < ratio < hi, ratio
+    assert not lo < 2 * ratio < hi and not lo < ratio / 2 < hi  # the band is narrow enough to catch a factor 2
+    assert chain_mean_variance(x, "ess") * n == pytest.approx(1.0, rel=0.1)  # ESS about n for i.i.d. draws

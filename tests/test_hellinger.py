@@ -2,8 +2,9 @@
 
 Tolerances are derived, not tuned (see docs/derivations-data.md, "Tests"):
 
-* Monte Carlo: ``Z`` standard errors of the stratified importance-sampling
-  estimate of the Bhattacharyya coefficient (BC).
+* Monte Carlo and sampling: ``Z`` standard errors of the estimate of the Bhattacharyya
+  coefficient (BC): the stratified importance-sampling error and, independent of it, the
+  first-order sampling error of the two n-point samples, sqrt((1 - BC^2) / (2n)).
 * KDE smoothing bias: the KDE of a Gaussian sample is, in expectation, the
   Gaussian with covariance ``(1 + f^2) S`` (Scott factor ``f``), so
   ``BC_smooth`` is a closed form; the tolerance includes ``|BC_true - BC_smooth|``.
@@ -88,9 +89,17 @@ def _check(bc_claimed, est, mu1, c1, mu2, c2, n):
     bc_true = gaussian_bhattacharyya(mu1, c1, mu2, c2)
     bc_smooth = gaussian_bhattacharyya(mu1, (1 + f2) * c1, mu2, (1 + f2) * c2)
     smoothing = abs(bc_true - bc_smooth)
-    lower = bc_true - smoothing - noise_bound(n, d) - Z * est.bhattacharyya_se
-    upper = bc_true + smoothing + Z * est.bhattacharyya_se
+    se = np.hypot(est.bhattacharyya_se, sampling_sd(bc_true, n))
+    lower = bc_true - smoothing - noise_bound(n, d) - Z * se
+    upper = bc_true + smoothing + Z * se
     return lower <= bc_claimed <= upper
+
+
+def sampling_sd(bc: float, n: int) -> float:
+    """First-order sd of the estimated BC from the two n-point samples themselves (delta method:
+    dBC = 1/2 E_p[sqrt(q/p) dp] + 1/2 E_q[sqrt(p/q) dq], each with variance (E_p[q/p] - BC^2) / (4n) and
+    E_p[q/p] = 1), independent of the Monte Carlo error: sqrt((1 - BC^2) / (2n))."""
+    return float(np.sqrt((1.0 - bc**2) / (2 * n)))
 
 
 @pytest.fixture(scope="module")

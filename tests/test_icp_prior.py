@@ -105,6 +105,24 @@ def test_finite_model_matches_exact_finite_density(alpha, gamma, phi, D, fixed, 
     assert max_abs_z(zs) < Z, sorted(zs.items(), key=lambda kv: -abs(kv[1]))[:5]
 
 
+@pytest.mark.parametrize("alpha,gamma,phi,D,fixed,max_hidden", SETTINGS[:3])
+def test_finite_model_check_catches_an_off_by_one_K(alpha, gamma, phi, D, fixed, max_hidden):
+    """Negative control of the check above: draws of the finite model with K + 1 nodes, compared with the
+    enumeration at K (an off-by-one in the number of nodes), fail it."""
+    prior = ICP(alpha, gamma, phi)
+    K = D + max_hidden
+    structures = enumerate_structures(prior, D, max_hidden, fixed_at_zero=fixed, finite_K=K)
+    keys = sample_keys(prior, D, 0.0 if fixed else None, N_DRAWS, seed=2, method="finite", finite_K=K + 1)
+    assert max_abs_z(compare_with_exact(keys, structures, max_hidden)) > Z
+
+
+def test_planted_variants_are_refused_for_the_finite_model():
+    """The planted-error hooks reach the chefs process only: asking the finite sampler for one is an error,
+    never a silent no-op (a control written with it would test nothing)."""
+    with pytest.raises(ValueError, match="chefs process"):
+        ICP(1.0, 1.0, 1.0).sample(np.random.default_rng(0), 2, method="finite", finite_K=5, _variant=1)
+
+
 def test_exact_infinite_probabilities_sum_to_one():
     prior = ICP(1.0, 0.3, 1.0)
     totals = [sum(s.prob for s in enumerate_structures(prior, 1, h)) for h in range(5)]
@@ -307,7 +325,6 @@ def _mp_log_prob(g, alpha, gamma, phi):
 @pytest.mark.parametrize("gamma", [1e-4, 1.0, 1e4])
 @pytest.mark.parametrize("phi", [1e-4, 1.0, 1e4])
 def test_log_prob_exact_at_extreme_hyperparameters(alpha, gamma, phi):
-    pytest.importorskip("mpmath")
     rng = np.random.default_rng(7)
     graphs = [ICP(1.0, 2.0, 1.0).sample(rng, 6) for _ in range(5)]
     prior = ICP(alpha, gamma, phi)

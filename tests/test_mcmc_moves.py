@@ -112,7 +112,8 @@ def test_depth_proposals_log_ratio(order):
 # ------------------------------------------------------- exact enumeration
 def batch_z(keys, structures, max_hidden, batches=40):
     """z-scores of chain frequencies against exact probabilities, with batch
-    means standard errors (the chain is autocorrelated)."""
+    means standard errors (the chain is autocorrelated); an infinite z for a visited
+    structure that the enumeration does not have."""
     exact = {}
     for s in structures:
         if s.prob >= 0.01:
@@ -129,6 +130,11 @@ def batch_z(keys, structures, max_hidden, batches=40):
             feats.append({("struct", labels, edges)} | {(k, v) for k, v in st.items()})
     n = len(keys) // batches * batches
     zs = {}
+    # every visited structure (within max_hidden) must exist in the enumeration: a kernel that left the support
+    # (chain states are built without validation) fails here instead of hiding in the summary cells
+    known = {("struct", s.labels, s.edges) for s in structures}
+    if any(k[0] == "struct" and k not in known for f in feats for k in f):
+        zs[("unknown-structure",)] = np.inf
     for key, p in exact.items():
         if p < 0.002:
             continue
@@ -173,6 +179,20 @@ def test_prior_chain_visits_match_exact_probabilities(alpha, gamma, phi, D, fixe
     assert len(zs) > 10
     worst = sorted(zs.items(), key=lambda kv: -abs(kv[1]))[:4]
     assert max(abs(v) for v in zs.values()) < Z, worst
+
+
+def test_enumeration_check_flags_a_structure_off_the_support():
+    """batch_z's support guard: one visited structure with a childless hidden unit (outside the ICP's
+    support, so never enumerated) makes the check fail, whatever the frequencies say."""
+    alpha, gamma, phi, D, fixed, max_hidden, weights = ENUM[0]
+    prior = ICP(alpha, gamma, phi)
+    structures = enumerate_structures(prior, D, max_hidden, fixed_at_zero=fixed)
+    keys = chain_keys(prior, D, 0.0, weights, 400, 40, seed=3)
+    assert not np.isinf(list(batch_z(keys, structures, max_hidden).values())).any()
+    s = next(s for s in structures if any(v < 0 for v in s.labels))
+    orphan = (s.labels, tuple(e for e in s.edges if s.labels[e[0]] >= 0))  # its hidden units lose their children
+    zs = batch_z(keys[:-1] + [orphan], structures, max_hidden)
+    assert zs[("unknown-structure",)] == np.inf
 
 
 @pytest.mark.parametrize("plant,case,num", [(kern.PLANT_BIRTH_HASTINGS, 1, 2000), (kern.PLANT_EDGE_COUNT, 1, 8000),

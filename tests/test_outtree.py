@@ -516,13 +516,12 @@ def test_fast_predictive_matches_direct_logdet_ratio():
 
 
 def _yeast_or_skip(n):
-    import os
-    from pathlib import Path
-
     from chefs.datasets import load_split
 
-    data_dir = os.environ.get("CHEFS_DATA", "/work/shared/data")
-    if not (Path(data_dir) / "yeast.data").is_file():
+    from .conftest import shared_data_dir
+
+    data_dir = shared_data_dir()  # CHEFS_DATA, else ../shared/data beside the repository (as every data test)
+    if not (data_dir / "yeast.data").is_file():
         pytest.skip("yeast.data not found (set CHEFS_DATA)")
     train, test = load_split("yeast", data_dir=data_dir)
     return train[:n], test[:n // 4]
@@ -703,7 +702,7 @@ def test_weakly_coupled_point_scored_by_the_direct_path(monkeypatch):
     33.1342)."""
     from chefs.outtree import predictive as pr
 
-    mp = pytest.importorskip("mpmath")
+    import mpmath as mp  # a [test] dependency: a missing one fails, never skips
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(scale=0.3, size=(15, 1)), [[3.0]]])
     P = Predictive(X, np.array([[1.0, 0.0]]), np.array([[0.04]]), NIW.from_data(X))
@@ -890,7 +889,7 @@ def test_fit_with_weak_points_scores_every_point_exactly():
     direct path, which equals a 300-digit determinant. Negative control: the old
     rule (the direct path only where the support holds a weak point) leaves the
     points next to the pairs, whose support has no weak point, off by > 0.2 nats."""
-    mp = pytest.importorskip("mpmath")
+    import mpmath as mp  # a [test] dependency: a missing one fails, never skips
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(scale=0.3, size=(20, 1)), [[3.0], [3.05], [-3.0], [-3.06]]])
     B, S = np.array([[1.0, 0.0]]), np.array([[0.04]])
@@ -1002,7 +1001,7 @@ def test_grounded_inverse_matches_a_high_precision_inverse():
     toy with an outlier coupled by about e^-87, and on 60 points of the pinwheel toy (entries up
     to e^26), grounded at the fit's column and at node 0 (the 60 points: at node 0). Control: an LU inverse of the
     60-point matrix is off by more than 1e-8 relative (measured 6e-5)."""
-    mp = pytest.importorskip("mpmath")
+    import mpmath as mp  # a [test] dependency: a missing one fails, never skips
     from chefs.outtree.matrix_tree import _minor, grounded_inverse
 
     rng = np.random.default_rng(0)
@@ -1099,7 +1098,7 @@ def test_grounded_path_on_an_isolated_point_and_a_far_parent(monkeypatch, fit):
     control: without the equilibration the first point is not scored by the grounded path: its
     score is more than 5 nats off (on the machines of stops 35-39), or the guard sends it to the
     direct path (the assertion ``n_direct == 0`` above catches that)."""
-    mp = pytest.importorskip("mpmath")
+    import mpmath as mp  # a [test] dependency: a missing one fails, never skips
     from chefs.outtree import predictive as pr
 
     X, B, S, x = _ISOLATED_FIT if fit == "isolated" else _CONTRACTIVE_FIT

@@ -51,6 +51,18 @@ def _icp_draw_state(config: ChainConfig):
     return draw_state
 
 
+def chain_mean_variance(y, se: str = "ess", batches: int = 40) -> float:
+    """The squared standard error of the mean of the chain series ``y``: from its effective sample size
+    (``se="ess"``, :func:`chefs.mcmc.diagnostics.mcse_mean`) or from ``batches`` batch means (``"batch"``:
+    the variance of the means of equal consecutive batches, the last ``len(y) % batches`` values dropped,
+    divided by ``batches``)."""
+    y = np.asarray(y, float)
+    if se == "batch":
+        y = y[: y.size // batches * batches]
+        return float(y.reshape(batches, -1).mean(axis=1).var(ddof=1) / batches)
+    return float(mcse_mean(y) ** 2)
+
+
 def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rng: np.random.Generator,
                 sweeps_between: int = 1, batches: int = 40, plant: int = 0, draw_state=None,
                 se: str = "ess") -> dict:
@@ -88,11 +100,7 @@ def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rn
     for k in fwd:
         x = np.asarray(fwd[k], float)
         y = np.asarray(chain[k], float)
-        if se == "batch":
-            y = y[: y.size // batches * batches]
-            var_chain = y.reshape(batches, -1).mean(axis=1).var(ddof=1) / batches
-        else:
-            var_chain = mcse_mean(y) ** 2
+        var_chain = chain_mean_variance(y, se, batches)
         s = math.sqrt(x.var(ddof=1) / x.size + var_chain)
         diff = x.mean() - y.mean()
         zs[k] = diff / s if s > 0 else (0.0 if diff == 0 else math.inf)

@@ -200,6 +200,9 @@ class ICP:
                 raise ValueError(f"finite_K must exceed both the number of observed nodes and gamma, got {K}")
         else:
             raise ValueError(f"unknown method {method!r}: use 'chefs' or 'finite'")
+        if K is not None and _variant:
+            raise ValueError("the planted-error variants (_variant) apply to the chefs process only, "
+                             "not to method='finite'")
         return obs_theta, fixed, at_one, K, max_nodes, int(_variant)
 
     def _draw(self, rng, args) -> DAG:
