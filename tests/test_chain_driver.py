@@ -272,3 +272,27 @@ def test_bar_shows_the_models_acceptance_and_counts_the_pilots_first():
             cb.bind_model(SimpleNamespace(stats=stats))
         cb(3, state)
         assert bar.n == 21 and bar.post["edge"] == edge and bar.post["K"] == 4
+
+
+def test_force_replaces_only_a_run_directory(tmp_path, capsys, monkeypatch):
+    """--force deletes an existing run directory, never a folder that is not one, nor the current directory, nor
+    one holding the --data file (an audit at stop 45 wiped a project folder and the input CSV with it)."""
+    import numpy as np
+
+    base = ["prior", "mcmc", "--num-observed", "2", "--sweeps", "5", "--no-progress", "--force", "--out"]
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "notes.txt").write_text("keep me")
+    assert main(base + [str(proj)]) == 2
+    assert "not a chefs run directory" in capsys.readouterr().err and (proj / "notes.txt").read_text() == "keep me"
+    monkeypatch.chdir(proj)
+    assert main(base + ["."]) == 2 and main(base + [str(tmp_path)]) == 2  # the current directory, or above it
+    assert "current directory" in capsys.readouterr().err and (proj / "notes.txt").exists()
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    assert main(base + [str(run)]) == 0 and main(base + [str(run)]) == 0  # a run is replaced
+    np.savetxt(run / "data.csv", np.random.default_rng(0).normal(size=(30, 2)), delimiter=",")
+    fit = ["fit", "--data", str(run / "data.csv"), "--sweeps", "6", "--burn-in", "2", "--pilots", "1", "--no-progress",
+           "--force", "--out", str(run)]
+    capsys.readouterr()
+    assert main(fit) == 2 and "lies inside --out" in capsys.readouterr().err and (run / "data.csv").exists()

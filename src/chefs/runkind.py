@@ -58,3 +58,30 @@ def refuse_file_as_dir(path, flag: str = "--out") -> None:
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise NotADirectoryError(f"{flag} takes a directory; {p} is a file")
+
+
+def check_replaceable(path) -> None:
+    """Before ``--force`` deletes the non-empty directory ``path``: refuse unless it is a run directory
+    that a chefs command wrote (:func:`run_kind`), and refuse when it holds the current directory. A
+    mistyped ``--out`` (a project folder, ``.``) must never be wiped."""
+    import os
+
+    p = Path(path).resolve()
+    cwd = Path(os.getcwd()).resolve()
+    if cwd == p or p in cwd.parents:
+        raise ValueError(f"refusing to delete {path}: it holds the current directory; choose another --out")
+    if run_kind(p) is None:
+        raise ValueError(f"{path} is not empty and is not a chefs run directory (no run config.json); refusing "
+                         "to delete it with --force: choose a new or empty --out")
+
+
+def refuse_inputs_inside(out, paths, flag: str = "--data") -> None:
+    """``--force`` would delete ``out``: refuse when an input file lies inside it."""
+    o = Path(out).resolve()
+    for q in paths:
+        if q is None:
+            continue
+        q = Path(q)
+        if q.exists() and (o == q.resolve() or o in q.resolve().parents):
+            raise ValueError(f"{flag} {q} lies inside --out {out}, which --force would delete; move the data or "
+                             "choose another --out")

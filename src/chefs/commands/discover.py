@@ -87,6 +87,11 @@ def cmd_discover(args) -> int:
     refuse_file_as_dir(out)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it or `chefs resume {out}`")
+    if args.force and out.exists() and any(out.iterdir()):
+        from ..runkind import check_replaceable, refuse_inputs_inside
+
+        refuse_inputs_inside(out, [args.data])  # a CSV inside the run directory that --force would delete
+        check_replaceable(out)
     if not 0 <= args.threshold < 1:
         raise ValueError(f"--threshold must be in [0, 1), got {args.threshold}")
     X, names = load_columns(args.data, args.data_dir)

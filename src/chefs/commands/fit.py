@@ -144,6 +144,11 @@ def cmd_fit(args) -> int:
     refuse_file_as_dir(out)
     if out.exists() and any(out.iterdir()) and not args.force:
         raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it")
+    if args.force and out.exists() and any(out.iterdir()):
+        from ..runkind import check_replaceable, refuse_inputs_inside
+
+        refuse_inputs_inside(out, [args.data])  # a CSV inside the run directory that --force would delete
+        check_replaceable(out)
     net = BeliefNetwork(prior=args.prior, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains,
                         seed=args.seed, alpha=alpha, gamma=gamma, phi=phi,
                         sample_hyper=not args.fixed_hyper, out=out, force=args.force,

@@ -127,6 +127,9 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
     if out.exists() and any(out.iterdir()):
         if not force:
             raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it or `chefs resume {out}`")
+        from ..runkind import check_replaceable
+
+        check_replaceable(out)  # only a run directory, never a project folder or the current directory
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     spec = {
