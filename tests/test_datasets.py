@@ -251,6 +251,7 @@ def test_read_csv_accepts_common_layouts(tmp_path):
     [
         ("a,b\n1,2\nnan,3\n", r"line 3, column 1 \('a'\): NaN"),
         ("1,2\n3,inf\n", r"line 2, column 2: an infinite value"),
+        ("1,2\n3,-1e308\n", r"line 2, column 2: '-1e308' is too large"),
         ("a,b\n1,2\n1,3\n", r"column 1 \('a'\) is constant"),
         ("a,b\n1,2\n", "only one data row"),
         ("a,b\n1,2\n3,x\n", r"line 3, column 2 \('b'\): 'x' is not a number"),

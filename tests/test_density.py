@@ -328,3 +328,16 @@ def test_a_run_fitted_with_the_removed_collapse_bias_is_refused(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith("chefs: error:") and err.count("\n") == 1 and "collapse_bias" in err, err
     assert "5542530" in err
+
+
+def test_values_too_large_to_compute_with_are_refused():
+    """A value whose square overflows (found by a CLI audit: 1e308 in a CSV led to overflow warnings and an
+    internal error after the run directory was written) is refused by check_data, naming where."""
+    from chefs.density import MAX_ABS_VALUE, check_data
+
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    X[3, 1] = -1e200
+    with pytest.raises(ValueError, match="row 3, column 1"):
+        check_data(X)
+    X[3, 1] = MAX_ABS_VALUE  # the limit itself is allowed
+    assert check_data(X).shape == (20, 2)

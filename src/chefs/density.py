@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import logsumexp
 
+from .datasets.files import MAX_ABS_VALUE
 from .mcmc.chain import ChainConfig
 from .mcmc.run import STOP_FILE, check_run_settings, create_run, load_spec, run_chains
 # posterior samples as arrays, ancestral draws, importance-sampled densities (re-exported here)
@@ -351,6 +352,11 @@ def check_data(X, num_columns: int | None = None) -> np.ndarray:
     if bad.any():
         r, c = np.argwhere(bad)[0]
         raise ValueError(f"data contain NaN or infinite values (first at row {r}, column {c})")
+    huge = np.abs(X) > MAX_ABS_VALUE
+    if huge.any():  # ranges, squares and covariances of such values overflow
+        r, c = np.argwhere(huge)[0]
+        raise ValueError(f"data contain values too large to compute with (|x| > {MAX_ABS_VALUE:.0e}; first at row {r}, "
+                         f"column {c}: {X[r, c]:.3g}); rescale the column")
     if num_columns is not None and X.shape[1] != num_columns:
         raise ValueError(f"data have {X.shape[1]} columns but the model was fitted on {num_columns}")
     return X

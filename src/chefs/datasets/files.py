@@ -92,6 +92,10 @@ def _to_float(text: str) -> float | None:
         return None
 
 
+#: the largest magnitude a data value may have: squares and sums of squares of larger ones overflow a double
+MAX_ABS_VALUE = 1e150
+
+
 def read_csv(path, scoring: bool = False) -> np.ndarray:
     """Read and validate a CSV file of numbers.
 
@@ -154,6 +158,9 @@ def read_csv(path, scoring: bool = False) -> np.ndarray:
             if not np.isfinite(v):
                 kind = "NaN" if np.isnan(v) else "an infinite value"
                 raise ValueError(f"{path}: line {lineno}, {colname(j)}: {kind} ({f!r}); remove or impute it")
+            if abs(v) > MAX_ABS_VALUE:
+                raise ValueError(f"{path}: line {lineno}, {colname(j)}: {f!r} is too large to compute with "
+                                 f"(|x| > {MAX_ABS_VALUE:.0e}); rescale the column")
             row.append(v)
         rows.append(row)
     x = np.asarray(rows, dtype=np.float64)
