@@ -296,3 +296,47 @@ def test_force_replaces_only_a_run_directory(tmp_path, capsys, monkeypatch):
            "--force", "--out", str(run)]
     capsys.readouterr()
     assert main(fit) == 2 and "lies inside --out" in capsys.readouterr().err and (run / "data.csv").exists()
+
+
+def test_damaged_run_files_are_one_line_errors(tmp_path, capsys):
+    """A damaged config.json (valid JSON without a run's keys, or not JSON) or samples.sqlite: exit 2 and one line
+    naming the file, not a KeyError or sqlite3 traceback (found by the CLI audit at stop 45)."""
+    import shutil
+
+    run = tmp_path / "pm"
+    assert main(["prior", "mcmc", "--num-observed", "2", "--sweeps", "20", "--no-progress", "--out", str(run)]) == 0
+    bad = tmp_path / "bad"
+    for text, msg in (('{"kind": "icp-mcmc"}', "missing config"), ("[1, 2]", "missing kind"), ("{", "not valid JSON")):
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(run, bad)
+        (bad / "config.json").write_text(text)
+        capsys.readouterr()
+        for cmd in (["summary", str(bad)], ["resume", str(bad)]):
+            assert main(cmd) == 2
+            err = capsys.readouterr().err
+            assert msg in err and "config.json" in err and len(err.strip().splitlines()) == 1, err
+    shutil.rmtree(bad)
+    shutil.copytree(run, bad)
+    for f in (bad / "chain-0").glob("samples.sqlite*"):
+        f.unlink()
+    (bad / "chain-0" / "samples.sqlite").write_text("not a database")
+    capsys.readouterr()
+    assert main(["summary", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "samples.sqlite is damaged" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_out_of_memory_is_a_one_line_error(capsys, monkeypatch):
+    """A MemoryError (a count far beyond the machine) ends in one line and exit 2, not a traceback."""
+    import chefs.cli as cli
+
+    parser = cli.build_parser()
+
+    def boom(args):
+        raise MemoryError
+
+    args = parser.parse_args(["data", "list"])
+    monkeypatch.setattr(args, "func", boom, raising=False)
+    monkeypatch.setattr(cli, "build_parser", lambda: type("P", (), {"parse_args": lambda self, a: args})())
+    assert cli.main([]) == 2
+    assert "not enough memory" in capsys.readouterr().err

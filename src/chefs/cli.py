@@ -83,6 +83,10 @@ def main(argv=None) -> int:
     except OSError as err:  # permissions, a full disk, an unreachable host: the system's message, no traceback
         print(f"chefs: error: {err}", file=sys.stderr)
         return 2
+    except MemoryError:  # a count far beyond the machine (--num, --num-mc, --chains ...): say so in one line
+        print("chefs: error: not enough memory for this command; is one of its counts (--num, --num-mc, "
+              "--candidates, --chains, --num-tries ...) too large?", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         hint = ""
         if args.command in ("fit", "discover") and getattr(args, "out", None):

@@ -159,9 +159,20 @@ def load_spec(run_dir) -> dict:
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
-    with open(path, encoding="utf-8") as fh:
-        spec = json.load(fh)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            spec = json.load(fh)
+    except ValueError as err:  # invalid JSON or text
+        raise ValueError(f"{path} is damaged (not valid JSON: {err}); the run cannot be read") from None
+    missing = [k for k in SPEC_KEYS if not isinstance(spec, dict) or k not in spec]
+    if missing:
+        raise ValueError(f"{path} is damaged or not a run's config (missing {', '.join(missing)}); "
+                         "the run cannot be read")
     return spec
+
+
+#: what every run's config.json holds (:func:`create_run`)
+SPEC_KEYS = ("kind", "config", "sweeps", "burn_in", "thin", "chains", "seed", "model")
 
 
 def chain_seed(seed: int, chains: int, index: int) -> np.random.Generator:

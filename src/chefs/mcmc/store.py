@@ -64,11 +64,16 @@ class SQLiteStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(str(self.path), timeout=30)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
-        cols = ", ".join(f"{c} REAL" for c in SCALARS)
-        self.conn.execute(f"CREATE TABLE IF NOT EXISTS samples (sweep INTEGER PRIMARY KEY, graph TEXT NOT NULL, {cols})")
-        self.conn.commit()
+        try:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            cols = ", ".join(f"{c} REAL" for c in SCALARS)
+            self.conn.execute(f"CREATE TABLE IF NOT EXISTS samples (sweep INTEGER PRIMARY KEY, graph TEXT NOT NULL, "
+                              f"{cols})")
+            self.conn.commit()
+        except sqlite3.DatabaseError as err:  # a damaged or foreign file: one line naming it, not a traceback
+            self.conn.close()
+            raise ValueError(f"{self.path} is damaged ({err}); this chain's samples cannot be read") from None
         self._pending: list[tuple] = []
 
     def add(self, sweep: int, graph_json: str, scalars: dict) -> None:
