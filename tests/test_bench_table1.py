@@ -74,6 +74,36 @@ def test_table1_merge_counts_targets(tmp_path, capsys):
     assert "appears twice" in capsys.readouterr().err
     assert main(["bench", "table1-merge", str(a), str(b), "--out", str(out)]) == 2  # exists: needs --force
     assert main(["bench", "table1-merge", str(a), str(b), "--out", str(out), "--force"]) == 0
+    # ring: ICP 0.036 <= DP-GMM? no DP-GMM row anywhere, so that line is left out
+    assert "at or below DP-GMM" not in (out / "table1.md").read_text()
+
+
+def test_table1_merge_checks_every_row_before_writing(tmp_path, capsys):
+    """A bad value, unknown data set or model, or a missing column: exit 2 with the file and line, and the
+    existing merged table (both files) left as it was (found by the CLI audit at stop 45: the CSV was written
+    before the check, leaving table1.csv and table1.md out of step)."""
+    a = tmp_path / "a.csv"
+    _write(a, [("ring", "baseline", 0.03), ("ring", "icp", 0.036), ("ring", "dpgmm", 0.05)])
+    out = tmp_path / "m"
+    assert main(["bench", "table1-merge", str(a), "--out", str(out)]) == 0
+    assert "ICP at or below DP-GMM's HD: 1 of 1 (ring)" in (out / "table1.md").read_text()
+    before = {f: (out / f).read_bytes() for f in ("table1.csv", "table1.md")}
+    good = a.read_text().splitlines()
+    for i, (old, new, msg) in enumerate([("ring,icp,0,0.036", "ring,icp,0,abc", "line 3: hellinger 'abc'"),
+                                         ("ring,icp,0,0.036", "moon,icp,0,0.036", "line 3: unknown data set"),
+                                         ("ring,icp,0,0.036", "ring,gmm,0,0.036", "line 3: unknown model"),
+                                         ("ring,icp,0,0.036", "ring,icp,x,0.036", "line 3: seed 'x'")]):
+        bad = tmp_path / f"bad{i}.csv"
+        bad.write_text("\n".join(ln.replace(old, new) for ln in good) + "\n")
+        capsys.readouterr()
+        assert main(["bench", "table1-merge", str(bad), "--out", str(out), "--force"]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and str(bad) in err, err
+        assert {f: (out / f).read_bytes() for f in before} == before
+    short = tmp_path / "short.csv"
+    short.write_text("dataset,model,seed,hellinger\nring,icp,0,0.1\n")
+    assert main(["bench", "table1-merge", str(short), "--out", str(out), "--force"]) == 2
+    assert "heldout_loglik" in capsys.readouterr().err and not list(out.glob("*.part"))
 
 
 def test_table1_first_seed_and_jobs(tmp_path, capsys):
@@ -258,6 +288,9 @@ def test_table1_resume_finishes_an_interrupted_run(tmp_path, capsys):
     settings, or --force with --resume."""
     args = ["bench", "table1", "--datasets", "ring", "--quick"]
     whole, part = tmp_path / "whole", tmp_path / "part"
+    # --resume where no run started is an error, not a silent full run (CLI audit, stop 45)
+    assert main(args + ["--out", str(tmp_path / "none"), "--models", "kde", "--resume"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err and not (tmp_path / "none").exists()
     assert main(args + ["--out", str(whole), "--models", "kde,dpgmm"]) == 0
     assert main(args + ["--out", str(part), "--models", "kde"]) == 0  # "interrupted" after kde
     first = (part / "table1.csv").read_text()

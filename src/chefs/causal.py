@@ -440,7 +440,8 @@ class CausalDiscovery(BeliefNetwork):
     are latent causes or mediators. Every keyword of ``BeliefNetwork`` applies
     except ``inputs`` (conditioning on inputs fixes orders), ``rotate`` (always
     False: the variables themselves are the observed units) and ``tails`` (always
-    False: each variable's scale stays affine). Defaults here: sixteen chains
+    False: each variable's scale stays affine); ``prior`` must be "icp" (the CIBP and ECIBP keep
+    observed units at the bottom). Defaults here: sixteen chains
     (:data:`CAUSAL_CHAINS`; with ``weight_prior=None``, ``chains=8`` gives stop 43's runs, ``chains=4``
     stops 41-42's, and ``start="prior", chains=2`` stops 34-40's), about two hidden units in each
     residual start (``init_hidden``,
@@ -469,7 +470,10 @@ class CausalDiscovery(BeliefNetwork):
 
     After :meth:`fit`, ``summary_`` holds a :class:`CausalSummary` and the run
     directory holds ``edges.csv``, ``causal.json`` (the confounder-count
-    posterior) and ``columns.json`` (the variables' names).
+    posterior and the chains' disagreement), ``causal-columns.json`` (the variables' names),
+    ``causal.png`` (the picture) and ``summary.graphml`` (the graph thresholded at ``threshold``).
+    With more than one chain the chains run in fresh processes: a script that calls :meth:`fit`
+    needs the ``if __name__ == "__main__":`` guard (not in a notebook).
     See docs/derivations.md section 3.8 for what is sampled and what the
     summaries mean.
     """

@@ -18,13 +18,13 @@ from . import __version__, commands
 
 class _DefaultsFormatter(argparse.HelpFormatter):
     """Appends an option's default to its help, unless the help already states one
-    or the default is None / False (a flag)."""
+    or the default is None / False (a flag) / empty."""
 
     def _get_help_string(self, action):
         text = action.help or ""
         default = action.default
         if ("default" in text.lower() or not action.option_strings or default is None or isinstance(default, bool)
-                or default is argparse.SUPPRESS):  # flags (store_true / store_false) need no default
+                or default is argparse.SUPPRESS or default == ""):  # flags (store_true / store_false) need no default
             return text
         return f"{text} (default: %(default)s)"
 

@@ -74,8 +74,8 @@ def register(sub) -> None:
     f.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     f.add_argument("--weight-prior", type=weight_prior_arg, default=None, metavar="SHAPE,RATE",
-                   help="Gamma prior on the weights' precision, sampled (default, or 'none': weights ~ N(0, 1) "
-                        "fixed)")
+                   help="a Gamma(SHAPE, RATE) prior on the weights' precision, sampled (default 'none': weights "
+                        "~ N(0, 1) fixed, 002's prior; chefs discover samples 1,1 by default)")
     f.add_argument("--checkpoint-every", type=positive_float, default=10.0,
                    help="seconds between checkpoints (default: 10)")
     f.add_argument("--scheduler", default=None, metavar="ADDR",

@@ -167,6 +167,9 @@ class ICP:
         method : "chefs" or "finite"
             The sequential chefs process (infinite model) or the finite model
             of eqs. 1-3 with ``finite_K`` nodes in all.
+        finite_K : int
+            With ``method="finite"`` only (required there): K, the total number of
+            nodes, larger than ``num_observed`` and than gamma.
         hidden_order : None or 1.0
             ``1.0`` puts every hidden node at theta = 1 (the IBP special case of
             section 2.4); None draws hidden orders from U(0, 1).
