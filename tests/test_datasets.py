@@ -434,3 +434,15 @@ def test_cli_num_mc_minimum_is_stated_and_checked_first(capsys, argv):
     with pytest.raises(SystemExit):
         cli.main(argv[:2] + ["--help"])
     assert "at least 100" in capsys.readouterr().out
+
+
+def test_cli_data_show_refuses_a_directory_and_one_file_for_both(capsys, tmp_path):
+    """--out-train/--out-test: a directory is refused (even with --force) and leaves no stray .part file, and the
+    same file for both is refused before anything is written (CLI audit, stop 45)."""
+    d = tmp_path / "adir"
+    d.mkdir()
+    assert cli.main(["data", "show", "ring", "--out-train", str(d), "--force"]) == 2
+    assert "is a directory" in capsys.readouterr().err and not list(tmp_path.glob("*.part"))
+    f = tmp_path / "t.csv"
+    assert cli.main(["data", "show", "ring", "--out-train", str(f), "--out-test", str(tmp_path / "." / "t.csv")]) == 2
+    assert "the same file" in capsys.readouterr().err and not f.exists()

@@ -210,6 +210,8 @@ def to_stdout(out) -> bool:
 
 
 def refuse_existing(path, force: bool) -> None:
-    """A data file that exists is replaced only with --force."""
+    """A data file that exists is replaced only with --force; a directory is never a data file."""
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"{path} is a directory; give a file name")
     if Path(path).exists() and not force:
         raise FileExistsError(f"{path} exists; use --force to overwrite it")

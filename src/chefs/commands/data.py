@@ -138,8 +138,12 @@ def _cmd_list(args) -> int:
 def _write_csv(path: str, x: np.ndarray, columns) -> None:
     p = Path(path)
     tmp = p.with_name(p.name + ".part")
-    np.savetxt(tmp, x, delimiter=",", header=",".join(columns), comments="", fmt="%.17g")
-    os.replace(tmp, p)
+    try:
+        np.savetxt(tmp, x, delimiter=",", header=",".join(columns), comments="", fmt="%.17g")
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # no stray .part file after a failed write
+        raise
 
 
 def _csv_split_note(name: str, n_train: int, n_test: int, seed: int) -> str:
@@ -154,6 +158,8 @@ def _cmd_show(args) -> int:
     for path in (args.out_train, args.out_test):  # before any output
         if path is not None:
             refuse_existing(path, args.force)
+    if args.out_train and args.out_test and Path(args.out_train).resolve() == Path(args.out_test).resolve():
+        raise ValueError(f"--out-train and --out-test are the same file ({args.out_train}); give two names")
     train, test = datasets.load_split(
         args.name, seed=args.seed, data_dir=args.data_dir, dequantize=args.dequantize, download=args.download
     )
