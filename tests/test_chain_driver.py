@@ -340,3 +340,18 @@ def test_out_of_memory_is_a_one_line_error(capsys, monkeypatch):
     monkeypatch.setattr(cli, "build_parser", lambda: type("P", (), {"parse_args": lambda self, a: args})())
     assert cli.main([]) == 2
     assert "not enough memory" in capsys.readouterr().err
+
+
+def test_run_size_limits_and_a_complete_run_resumed(tmp_path, capsys):
+    """--chains beyond MAX_CHAINS is refused before anything is written (a typo hung instead); resuming a complete
+    run samples nothing and says so (CLI audit, stop 45)."""
+    from chefs.mcmc.run import MAX_CHAINS
+
+    out = tmp_path / "pm"
+    base = ["prior", "mcmc", "--num-observed", "2", "--sweeps", "10", "--no-progress", "--out", str(out)]
+    assert main(base + ["--chains", str(MAX_CHAINS + 1)]) == 2
+    assert "more than a run holds" in capsys.readouterr().err and not out.exists()
+    assert main(base) == 0
+    capsys.readouterr()
+    assert main(["resume", str(out)]) == 0
+    assert "is complete" in capsys.readouterr().out

@@ -92,7 +92,11 @@ def cmd_resume(args) -> int:
 
     load_spec(args.run)
     res = run_chains(args.run, scheduler=args.scheduler, progress=False if args.no_progress else None)
-    print(f"resumed {len(res)} chain(s) of {args.run}")
+    if res:
+        print(f"resumed {len(res)} chain(s) of {args.run}")
+    else:  # a complete run: nothing sampled; its derived files are rewritten (the repair after a crash in them)
+        print(f"{args.run} is complete: every chain had finished, nothing was sampled; its summaries are rewritten "
+              "from the kept samples")
     _finish(args.run, args)
     from ..causal import is_causal_run
 

@@ -91,12 +91,20 @@ def make_structure_prior(spec: dict | None):
     raise ValueError(f"unknown structure prior {spec['name']!r} (icp, cibp, ecibp)")
 
 
+#: the most chains one run holds (each has its own directory, checkpoint and sample store, and the chains' seeds
+#: are spawned up front): a typo such as --chains 100000000 is refused instead of hanging
+MAX_CHAINS = 1024
+
+
 def check_run_settings(sweeps, burn_in, thin, chains, seed, checkpoint_every=5.0) -> None:
     """The run's sizes and seed, as :func:`create_run` needs them: a one-line ``ValueError`` otherwise."""
     for name, v, lo in (("sweeps", sweeps, 1), ("thin", thin, 1), ("chains", chains, 1), ("burn_in", burn_in, 0),
                         ("seed", seed, 0)):
         if int(v) != v or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v}")
+    if chains > MAX_CHAINS:
+        raise ValueError(f"{chains} chains is more than a run holds (at most {MAX_CHAINS}: one directory, checkpoint "
+                         "and sample store each)")
     if burn_in >= sweeps:
         raise ValueError(f"burn-in ({burn_in}) must be smaller than the number of sweeps ({sweeps})")
     if sweeps - burn_in < thin:
