@@ -359,6 +359,9 @@ def test_cli_data_list(capsys, tmp_path):
     for name, d in TABLE_1.items():
         assert re.search(rf"^{re.escape(name)}\s+{d}\s", out, flags=re.M)
     assert "MISSING (winequality-red.csv)" in out
+    # a data directory that does not exist: an error and nothing on stdout (the table was half printed before)
+    assert cli.main(["data", "list", "--data-dir", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().out == ""
 
 
 def test_cli_data_show_writes_the_split(capsys, tmp_path):

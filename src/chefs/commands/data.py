@@ -122,7 +122,7 @@ def _cmd_hellinger(args) -> int:
 def _cmd_list(args) -> int:
     from .. import datasets
 
-    print(f"{'name':<10} {'dim':>3}  {'kind':<9}  {'found':<40}  source")
+    lines = []  # every row looked up before any is printed: a bad --data-dir is an error, not half a table
     for name, spec in datasets.DATASETS.items():
         if spec.kind == "synthetic":
             found = "generated"
@@ -131,7 +131,9 @@ def _cmd_list(args) -> int:
         else:
             path = datasets.locate(name, args.data_dir)
             found = str(path) if path is not None else f"MISSING ({spec.filename})"
-        print(f"{name:<10} {spec.dimension:>3}  {spec.kind:<9}  {found:<40}  {spec.source}")
+        lines.append(f"{name:<10} {spec.dimension:>3}  {spec.kind:<9}  {found:<40}  {spec.source}")
+    print(f"{'name':<10} {'dim':>3}  {'kind':<9}  {'found':<40}  source")
+    print("\n".join(lines))
     return 0
 
 
