@@ -290,9 +290,9 @@ def test_likelihood_power_checks_and_defaults(tmp_path):
 
     data = np.random.default_rng(0).uniform(0.2, 0.8, size=(20, 2))
     for bad in (0, -0.1, 1.5, float("nan"), True, "0.1"):
-        with pytest.raises(ValueError, match="likelihood_power must be a number in"):
+        with pytest.raises(ValueError, match=r"likelihood_power \(--likelihood-power\) must be a number in"):
             NLGBN(data, 8, np.random.default_rng(0), likelihood_power=bad)
-        with pytest.raises(ValueError, match="likelihood_power must be a number in"):
+        with pytest.raises(ValueError, match=r"likelihood_power \(--likelihood-power\) must be a number in"):
             CausalDiscovery(likelihood_power=bad)
     with pytest.raises(ValueError, match="hmc_steps"):
         NLGBN(data, 8, np.random.default_rng(0), likelihood_power=0.5, hmc_steps=4)

@@ -73,7 +73,7 @@ def check_likelihood_power(power, hmc_steps: int = 0) -> float:
     and 1 when the joint HMC kernel runs (``hmc_steps`` > 0), which targets the untempered likelihood."""
     if isinstance(power, bool) or not isinstance(power, (int, float, np.integer, np.floating)) \
             or not 0.0 < float(power) <= 1.0:
-        raise ValueError(f"likelihood_power must be a number in (0, 1], got {power!r}")
+        raise ValueError(f"likelihood_power (--likelihood-power) must be a number in (0, 1], got {power!r}")
     if float(power) != 1.0 and hmc_steps:
         raise ValueError("hmc_steps needs likelihood_power 1 (the joint HMC kernel targets the untempered likelihood)")
     return float(power)

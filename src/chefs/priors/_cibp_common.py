@@ -108,7 +108,7 @@ class LayeredPrior:
     def __init__(self, alpha=1.0, beta=1.0, alpha_bounds=(0.01, 5.0), beta_bounds=(0.01, 5.0),
                  max_layers: int = 50):
         if int(max_layers) != max_layers or not 1 <= max_layers <= 50:
-            raise ValueError(f"max_layers must be an integer in 1..50, got {max_layers}")
+            raise ValueError(f"max_layers (--max-layers) must be an integer in 1..50, got {max_layers}")
         self.max_layers = int(max_layers)
         self.alpha_bounds = _check_bounds("alpha_bounds", alpha_bounds)
         self.beta_bounds = _check_bounds("beta_bounds", beta_bounds)

@@ -197,7 +197,8 @@ class ICP:
             max_nodes = int(max_nodes)  # only the chefs process reads it (the finite model never did)
         elif method == "finite":
             if finite_K is None:
-                raise ValueError("method='finite' needs finite_K (the total number of nodes K)")
+                raise ValueError("method='finite' needs finite_K, the total number of nodes K "
+                                 "(chefs prior sample: --finite-K)")
             K = int(finite_K)
             if K <= num_observed or K <= self.gamma:
                 raise ValueError(f"finite_K must exceed both the number of observed nodes and gamma, got {K}")
