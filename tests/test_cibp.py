@@ -496,6 +496,10 @@ def test_cli_sample_and_figures(tmp_path):
                  "--samples", "1", "--max-units", "15"]) == 0
     pngs = sorted(p.name for p in (tmp_path / "fig").glob("*.png"))
     assert len(pngs) >= 3
+    # a --max-units no draw meets is an error, never a drawing of a larger sample (CLI audit, stop 45)
+    for units in ("1", "40"):
+        assert main(["prior", "cibp-figures", "--out", str(tmp_path / "fig2"), "--num-observed", "40", "--num", "40",
+                     "--samples", "1", "--max-units", units]) == 2
 
 
 def test_ecibp_update_hyper_targets_the_layer_conditional():

@@ -48,6 +48,9 @@ def _samples_figure(prior_cls, name, args, rng, path) -> None:
                     continue
                 if g.num_nodes <= args.max_units:
                     break
+            else:  # never a silent drawing of a sample larger than asked for
+                raise ValueError(f"no {name} draw with at most --max-units {args.max_units} units (visible ones "
+                                 f"included) in 1,000 tries at alpha={a}, beta={b}; raise --max-units")
             # drawn with evenly spaced layers (y = layer / depth) instead of theta = 1 - 2^-l
             lay = prior.layers(g)
             shown = DAG(lay / max(1, int(lay.max())), g.observed, g.parents, g.children, validate=False)
@@ -104,6 +107,12 @@ def cmd_cibp_figures(args) -> int:
     from ..priors.ecibp import ECIBP
 
     out = Path(args.out)
+    if args.max_units < args.num_observed:  # every draw holds the visible units: none could be drawn
+        raise ValueError(f"--max-units ({args.max_units}) is below --num-observed ({args.num_observed}): every "
+                         "sample has the visible units")
+    from ..runkind import refuse_file_as_dir
+
+    refuse_file_as_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
     paths = [out / "cibp_fig3_samples.png", out / "ecibp_samples.png", out / "cibp_fig2_width_chain.png"]
