@@ -296,6 +296,20 @@ def test_force_replaces_only_a_run_directory(tmp_path, capsys, monkeypatch):
            "--force", "--out", str(run)]
     capsys.readouterr()
     assert main(fit) == 2 and "lies inside --out" in capsys.readouterr().err and (run / "data.csv").exists()
+    # a named data set whose --data-dir (or CHEFS_DATA) lies inside --out
+    import shutil
+
+    from .conftest import shared_data_dir
+
+    (run / "data").mkdir()
+    shutil.copy(shared_data_dir() / "geyser.csv", run / "data" / "geyser.csv")
+    named = ["fit", "--data", "geyser", "--sweeps", "6", "--burn-in", "2", "--pilots", "1", "--no-progress",
+             "--force", "--out", str(run)]
+    assert main(named + ["--data-dir", str(run / "data")]) == 2
+    assert "--data-dir" in capsys.readouterr().err and (run / "data" / "geyser.csv").exists()
+    monkeypatch.setenv("CHEFS_DATA", str(run / "data"))
+    assert main(named) == 2
+    assert "CHEFS_DATA" in capsys.readouterr().err and (run / "data" / "geyser.csv").exists()
 
 
 def test_damaged_run_files_are_one_line_errors(tmp_path, capsys):

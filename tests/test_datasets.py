@@ -449,3 +449,8 @@ def test_cli_data_show_refuses_a_directory_and_one_file_for_both(capsys, tmp_pat
     f = tmp_path / "t.csv"
     assert cli.main(["data", "show", "ring", "--out-train", str(f), "--out-test", str(tmp_path / "." / "t.csv")]) == 2
     assert "the same file" in capsys.readouterr().err and not f.exists()
+    src = tmp_path / "mine.csv"  # the input CSV itself as an output, even with --force
+    np.savetxt(src, np.random.default_rng(0).normal(size=(20, 2)), delimiter=",")
+    before = src.read_bytes()
+    assert cli.main(["data", "show", str(src), "--out-train", str(src), "--force"]) == 2
+    assert "the input file itself" in capsys.readouterr().err and src.read_bytes() == before

@@ -91,3 +91,7 @@ def test_batch_means_variance_by_hand_and_on_iid_draws():
     assert lo < ratio < hi, ratio
     assert not lo < 2 * ratio < hi and not lo < ratio / 2 < hi  # the band is narrow enough to catch a factor 2
     assert chain_mean_variance(x, "ess") * n == pytest.approx(1.0, rel=0.1)  # ESS about n for i.i.d. draws
+    with pytest.raises(ValueError, match="se must be"):
+        chain_mean_variance(x, "batches")
+    with pytest.raises(ValueError, match="batches must be"):
+        chain_mean_variance(y, "batch", 40)

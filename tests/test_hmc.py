@@ -186,10 +186,9 @@ def test_full_sweep_stationarity_negative_control_no_jacobian():
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
-@pytest.mark.slow
 def test_full_sweep_with_hmc_at_fifty_points():
     """Stop 25's size (50 data points, step e^-3): passes, but the planted Jacobian error is not reliably
-    caught there (max |z| 3.1-5.0), so the default run uses the settings above."""
+    caught there (max |z| 3.1-5.0), so the control runs at the settings above."""
     zs = _full_sweep_stationarity(N=50, log_step=math.log(0.05))
     assert max(abs(z) for z in zs.values()) < Z, zs
 

@@ -71,17 +71,20 @@ def check_replaceable(path) -> None:
     if cwd == p or p in cwd.parents:
         raise ValueError(f"refusing to delete {path}: it holds the current directory; choose another --out")
     if run_kind(p) is None:
-        raise ValueError(f"{path} is not empty and is not a chefs run directory (no run config.json); refusing "
-                         "to delete it with --force: choose a new or empty --out")
+        what = ("its config.json is not a chefs run's (damaged?)" if (p / "config.json").is_file()
+                else "it has no run config.json")
+        raise ValueError(f"{path} is not empty and is not a chefs run directory ({what}); refusing to delete it "
+                         "with --force: choose a new or empty --out, or remove it yourself")
 
 
-def refuse_inputs_inside(out, paths, flag: str = "--data") -> None:
-    """``--force`` would delete ``out``: refuse when an input file lies inside it."""
+def refuse_inputs_inside(out, paths) -> None:
+    """``--force`` would delete ``out``: refuse when an input lies inside it. ``paths``: (what, path) pairs
+    (what: the flag or variable that names it, such as "--data" or "CHEFS_DATA"); None paths are skipped."""
     o = Path(out).resolve()
-    for q in paths:
-        if q is None:
+    for what, q in paths:
+        if q is None or str(q) == "":
             continue
         q = Path(q)
         if q.exists() and (o == q.resolve() or o in q.resolve().parents):
-            raise ValueError(f"{flag} {q} lies inside --out {out}, which --force would delete; move the data or "
+            raise ValueError(f"{what} {q} lies inside --out {out}, which --force would delete; move the data or "
                              "choose another --out")

@@ -209,6 +209,21 @@ def to_stdout(out) -> bool:
     return out is None or str(out) == "-"
 
 
+def data_inputs(spec: str, data_dir=None) -> list[tuple[str, object]]:
+    """The inputs a --data SPEC reads, as (what, path) pairs for :func:`chefs.runkind.refuse_inputs_inside`:
+    the CSV file itself, or a named data set's file as found, and the data directories searched."""
+    from ..datasets import DATASETS, locate, resolve_name
+
+    out = [("--data", spec), ("--data-dir", data_dir), ("CHEFS_DATA", os.environ.get("CHEFS_DATA"))]
+    key = resolve_name(spec) if not Path(spec).suffix else None
+    if key is not None and key in DATASETS:
+        try:
+            out.append((f"the {key} data file", locate(key, data_dir)))
+        except ValueError:  # a bad --data-dir: reported by the loader
+            pass
+    return out
+
+
 def refuse_existing(path, force: bool) -> None:
     """A data file that exists is replaced only with --force; a directory is never a data file."""
     if Path(path).is_dir():

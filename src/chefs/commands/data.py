@@ -162,6 +162,9 @@ def _cmd_show(args) -> int:
             refuse_existing(path, args.force)
     if args.out_train and args.out_test and Path(args.out_train).resolve() == Path(args.out_test).resolve():
         raise ValueError(f"--out-train and --out-test are the same file ({args.out_train}); give two names")
+    for flag, path in (("--out-train", args.out_train), ("--out-test", args.out_test)):
+        if path and Path(args.name).is_file() and Path(path).resolve() == Path(args.name).resolve():
+            raise ValueError(f"{flag} {path} is the input file itself; writing there would replace the data")
     train, test = datasets.load_split(
         args.name, seed=args.seed, data_dir=args.data_dir, dequantize=args.dequantize, download=args.download
     )

@@ -90,7 +90,9 @@ def cmd_discover(args) -> int:
     if args.force and out.exists() and any(out.iterdir()):
         from ..runkind import check_replaceable, refuse_inputs_inside
 
-        refuse_inputs_inside(out, [args.data])  # a CSV inside the run directory that --force would delete
+        from ._util import data_inputs
+
+        refuse_inputs_inside(out, data_inputs(args.data, args.data_dir))  # data that --force would delete
         check_replaceable(out)
     if not 0 <= args.threshold < 1:
         raise ValueError(f"--threshold must be in [0, 1), got {args.threshold}")

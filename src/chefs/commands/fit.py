@@ -147,7 +147,9 @@ def cmd_fit(args) -> int:
     if args.force and out.exists() and any(out.iterdir()):
         from ..runkind import check_replaceable, refuse_inputs_inside
 
-        refuse_inputs_inside(out, [args.data])  # a CSV inside the run directory that --force would delete
+        from ._util import data_inputs
+
+        refuse_inputs_inside(out, data_inputs(args.data, args.data_dir))  # data that --force would delete
         check_replaceable(out)
     net = BeliefNetwork(prior=args.prior, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains,
                         seed=args.seed, alpha=alpha, gamma=gamma, phi=phi,

@@ -56,7 +56,11 @@ def chain_mean_variance(y, se: str = "ess", batches: int = 40) -> float:
     (``se="ess"``, :func:`chefs.mcmc.diagnostics.mcse_mean`) or from ``batches`` batch means (``"batch"``:
     the variance of the means of equal consecutive batches, the last ``len(y) % batches`` values dropped,
     divided by ``batches``)."""
+    if se not in ("ess", "batch"):
+        raise ValueError(f"se must be 'ess' or 'batch', got {se!r}")
     y = np.asarray(y, float)
+    if se == "batch" and not 2 <= int(batches) <= y.size:
+        raise ValueError(f"batches must be between 2 and the series' length ({y.size}), got {batches}")
     if se == "batch":
         y = y[: y.size // batches * batches]
         return float(y.reshape(batches, -1).mean(axis=1).var(ddof=1) / batches)

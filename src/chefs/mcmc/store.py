@@ -71,6 +71,10 @@ class SQLiteStore:
             self.conn.execute(f"CREATE TABLE IF NOT EXISTS samples (sweep INTEGER PRIMARY KEY, graph TEXT NOT NULL, "
                               f"{cols})")
             self.conn.commit()
+        except sqlite3.OperationalError as err:  # locked by another process, unreadable, a disk error: not damage
+            self.conn.close()
+            raise OSError(f"{self.path} cannot be opened ({err}); if another process holds it, wait for it "
+                          "to finish") from None
         except sqlite3.DatabaseError as err:  # a damaged or foreign file: one line naming it, not a traceback
             self.conn.close()
             raise ValueError(f"{self.path} is damaged ({err}); this chain's samples cannot be read") from None
