@@ -372,6 +372,47 @@ def test_weight_prior_default_flag_and_refusals(tmp_path, capsys):
     assert not (tmp_path / "bad").exists()
 
 
+def test_sampled_hyperparameters_default_flag_and_refusals(tmp_path, capsys):
+    """Which of alpha, gamma, phi are sampled: CausalDiscovery's CAUSAL_SAMPLE_HYPER and CAUSAL_ALPHA/PHI by
+    default, ``sample_hyper=`` (True, False or names) in Python, ``--sample-hyper NAMES|none`` on the command line;
+    the names travel in the run's spec, and a hyperparameter left out keeps its given value in every kept sample.
+    Unknown names and --fixed-hyper with --sample-hyper are one-line errors, exit 2, nothing written."""
+    import sqlite3
+
+    from chefs.causal import CAUSAL_ALPHA, CAUSAL_PHI, CAUSAL_SAMPLE_HYPER
+
+    cd = CausalDiscovery()
+    assert cd.sample_hyper == CAUSAL_SAMPLE_HYPER and (cd.alpha, cd.phi) == (CAUSAL_ALPHA, CAUSAL_PHI)
+    assert BeliefNetwork().sample_hyper == ("alpha", "gamma", "phi") and BeliefNetwork(sample_hyper=False).sample_hyper == ()
+    assert BeliefNetwork(sample_hyper=["phi", "alpha"]).sample_hyper == ("alpha", "phi")  # canonical order
+    for bad in ("beta", ["alpha", "x"], 3):
+        with pytest.raises(ValueError, match="sample_hyper"):
+            CausalDiscovery(sample_hyper=bad)
+    X = np.random.default_rng(4).normal(size=(60, 3))
+    data_csv = tmp_path / "d.csv"
+    np.savetxt(data_csv, X, delimiter=",")
+    common = ["--sweeps", "12", "--burn-in", "2", "--thin", "2", "--chains", "1", "--no-progress"]
+    for flag, names in ((None, list(CAUSAL_SAMPLE_HYPER)), ("gamma", ["gamma"]), ("none", [])):
+        run = tmp_path / f"run-{flag}"
+        extra = ([] if flag is None else ["--sample-hyper", flag]) + ["--phi", "0.3"]
+        assert main(["discover", "--data", str(data_csv), "--out", str(run)] + common + extra) == 0
+        config = json.loads((run / "config.json").read_text())["config"]
+        assert config["sample_hyper"] == names and config["phi"] == 0.3
+        con = sqlite3.connect(run / "chain-0" / "samples.sqlite")
+        values = {k: {r[0] for r in con.execute(f"SELECT {k} FROM samples")} for k in ("alpha", "gamma", "phi")}
+        con.close()
+        assert values["phi"] == {0.3} if "phi" not in names else len(values["phi"]) > 1, values
+        assert values["alpha"] == {CAUSAL_ALPHA} if "alpha" not in names else len(values["alpha"]) > 1, values
+        assert (len(values["gamma"]) > 1) == ("gamma" in names), values
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["discover", "--data", str(data_csv), "--out", str(tmp_path / "bad"), "--sample-hyper", "beta"])
+    assert e.value.code == 2 and "--sample-hyper" in capsys.readouterr().err
+    assert main(["discover", "--data", str(data_csv), "--out", str(tmp_path / "bad"), "--sample-hyper", "gamma",
+                 "--fixed-hyper"]) == 2
+    assert "give one" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
 def test_power_posterior_run_resumes_bit_for_bit(tmp_path):
     """A causal run at likelihood_power 0.3, interrupted twice and resumed, stores exactly the samples
     of the uninterrupted run (the power travels in the run's spec, the tempered slots in the model's

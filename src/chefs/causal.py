@@ -429,6 +429,11 @@ CAUSAL_LIKELIHOOD_POWER = 1.0
 #: as a sigmoid mechanism needs weights far beyond N(0, 1) on the mapped scale; fewer sure but false relations on the
 #: development SEMs (docs/derivations.md 3.8, "A sampled weight scale"). None: W ~ N(0, 1) fixed (stops 26-43)
 CAUSAL_WEIGHT_PRIOR = (1.0, 1.0)
+#: the ICP's hyperparameters in causal discovery: alpha and phi start at (or, when not sampled, stay at) these
+#: values, and the names in CAUSAL_SAMPLE_HYPER are sampled under 002's hyperpriors (docs/derivations.md 3.8)
+CAUSAL_ALPHA = 1.0
+CAUSAL_PHI = 1.0
+CAUSAL_SAMPLE_HYPER = ("alpha", "gamma", "phi")
 
 
 class CausalDiscovery(BeliefNetwork):
@@ -500,6 +505,9 @@ class CausalDiscovery(BeliefNetwork):
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
         kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
         kw.setdefault("weight_prior", CAUSAL_WEIGHT_PRIOR)
+        kw.setdefault("alpha", CAUSAL_ALPHA)
+        kw.setdefault("phi", CAUSAL_PHI)
+        kw.setdefault("sample_hyper", CAUSAL_SAMPLE_HYPER)
         if margin is not None:
             from .density import check_margin
 

@@ -336,6 +336,27 @@ def principal_axes(Z: np.ndarray) -> np.ndarray:
     return V * np.sign(V[idx, np.arange(V.shape[1])])
 
 
+HYPER_NAMES = ("alpha", "gamma", "phi")
+
+
+def check_sample_hyper(sample_hyper) -> tuple:
+    """``sample_hyper`` as the tuple of sampled hyperparameter names: True gives all three, False none, and a
+    sequence of names (or one comma-separated string) those, in the order alpha, gamma, phi."""
+    if isinstance(sample_hyper, (bool, np.bool_)):
+        return HYPER_NAMES if sample_hyper else ()
+    names = sample_hyper.split(",") if isinstance(sample_hyper, str) else sample_hyper
+    try:
+        names = {str(n).strip() for n in names} - {""}
+    except TypeError:
+        raise ValueError(f"sample_hyper must be True, False or names among {', '.join(HYPER_NAMES)}, "
+                         f"got {sample_hyper!r}") from None
+    bad = sorted(names - set(HYPER_NAMES))
+    if bad:
+        raise ValueError(f"sample_hyper: unknown hyperparameter(s) {', '.join(bad)} (choose among "
+                         f"{', '.join(HYPER_NAMES)})")
+    return tuple(n for n in HYPER_NAMES if n in names)
+
+
 def check_data(X, num_columns: int | None = None) -> np.ndarray:
     """Validate a data matrix: numeric, finite, 2-D, >= 2 rows, right width."""
     try:
@@ -374,6 +395,10 @@ class BeliefNetwork:
         MCMC settings; kept samples are the posterior samples.
     alpha, gamma, phi : float
         Initial ICP hyperparameters (sampled unless ``sample_hyper=False``).
+    sample_hyper : bool or sequence of names
+        Which of the ICP's ``alpha``, ``gamma``, ``phi`` are sampled (under 002's hyperpriors): True (all
+        three, the default), False (none), or some of them, e.g. ``("gamma",)``; the others stay at
+        their given values.
     out : path or None
         Run directory. None: a temporary one, removed when the estimator is
         garbage-collected or the interpreter exits (pass ``out`` to keep the
@@ -460,7 +485,7 @@ class BeliefNetwork:
     """
 
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
-                 seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper: bool = True,
+                 seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper=True,
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
                  init_hidden: float = 10.0, inputs=(), activation_update: str = "mtm",
                  structure_warmup: int | None = None, weight_prior=None, margin: float | str = MARGIN,
@@ -472,7 +497,7 @@ class BeliefNetwork:
         self.prior = prior
         self.sweeps, self.burn_in, self.thin, self.chains, self.seed = sweeps, burn_in, thin, chains, seed
         self.alpha, self.gamma, self.phi = alpha, gamma, phi
-        self.sample_hyper = sample_hyper
+        self.sample_hyper = check_sample_hyper(sample_hyper)
         self.num_tries = num_tries
         self.out, self.force, self.progress = out, force, progress
         self.checkpoint_every = checkpoint_every
@@ -532,7 +557,7 @@ class BeliefNetwork:
         orders = self._observed_orders(D)
         layered = self.prior != "icp"
         config = ChainConfig(D, orders, self.alpha, self.gamma, self.phi,
-                             sample_hyper=("alpha", "gamma", "phi") if self.sample_hyper and not layered else (),
+                             sample_hyper=self.sample_hyper if not layered else (),
                              weights=(1.0, 1.0, 0.0, 0.0) if layered else (1.0, 1.0, 1.0, 1.0),
                              structure_warmup=self.structure_warmup)
         executor = client = None

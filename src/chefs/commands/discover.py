@@ -14,8 +14,8 @@ from ._util import nonneg_int, positive_float, positive_int, print_chain_compari
 
 
 def register(sub) -> None:
-    from ..causal import (CAUSAL_CHAINS, CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, CAUSAL_WEIGHT_PRIOR, MAX_COLUMNS,
-                          START, STARTS)
+    from ..causal import (CAUSAL_ALPHA, CAUSAL_CHAINS, CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, CAUSAL_PHI,
+                          CAUSAL_SAMPLE_HYPER, CAUSAL_WEIGHT_PRIOR, MAX_COLUMNS, START, STARTS)
 
     d = sub.add_parser("discover", help="posterior over causal graphs with hidden common causes (ICP belief network "
                                         "with free observed orders)")
@@ -32,10 +32,16 @@ def register(sub) -> None:
     d.add_argument("--burn-in", type=nonneg_int, default=1000)
     d.add_argument("--thin", type=positive_int, default=10)
     d.add_argument("--seed", type=nonneg_int, default=0)
-    d.add_argument("--alpha", type=positive_float, default=1.0, help="initial alpha (sampled unless --fixed-hyper)")
-    d.add_argument("--gamma", type=positive_float, default=1.0, help="initial gamma (sampled unless --fixed-hyper)")
-    d.add_argument("--phi", type=positive_float, default=1.0, help="initial phi (sampled unless --fixed-hyper)")
-    d.add_argument("--fixed-hyper", action="store_true", help="keep alpha, gamma, phi fixed")
+    d.add_argument("--alpha", type=positive_float, default=CAUSAL_ALPHA,
+                   help="the ICP's alpha: its start, or its value where --sample-hyper leaves it out")
+    d.add_argument("--gamma", type=positive_float, default=1.0,
+                   help="the ICP's gamma: its start, or its value where --sample-hyper leaves it out")
+    d.add_argument("--phi", type=positive_float, default=CAUSAL_PHI,
+                   help="the ICP's phi: its start, or its value where --sample-hyper leaves it out")
+    d.add_argument("--sample-hyper", type=_hyper_names, default=None, metavar="NAMES",
+                   help="which of alpha, gamma, phi are sampled (comma-separated, or 'none'; default: "
+                        f"{','.join(CAUSAL_SAMPLE_HYPER)}, chefs.causal.CAUSAL_SAMPLE_HYPER)")
+    d.add_argument("--fixed-hyper", action="store_true", help="keep alpha, gamma, phi fixed (--sample-hyper none)")
     d.add_argument("--margin", type=float, default=CAUSAL_MARGIN,
                    help="unit-map margin: each column's range goes onto [MARGIN, 1 - MARGIN] (default: "
                         f"{CAUSAL_MARGIN}, that of docs/results-causal.md)")
@@ -66,6 +72,17 @@ def register(sub) -> None:
     d.set_defaults(func=cmd_discover)
 
 
+def _hyper_names(text: str) -> tuple:
+    import argparse
+
+    from ..density import check_sample_hyper
+
+    try:
+        return () if text.strip() == "none" else check_sample_hyper(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _shape_rate(prior) -> str:
     return "none" if prior is None else ",".join(f"{v:g}" for v in prior)
 
@@ -76,6 +93,16 @@ def load_columns(spec: str, data_dir=None):
 
     X = load_data_spec(spec, data_dir=data_dir)
     return X, data_column_names(spec)
+
+
+def _sampled(args) -> tuple:
+    from ..causal import CAUSAL_SAMPLE_HYPER
+
+    if args.fixed_hyper and args.sample_hyper:
+        raise ValueError("--fixed-hyper samples none of alpha, gamma, phi and --sample-hyper names some: give one")
+    if args.fixed_hyper:
+        return ()
+    return CAUSAL_SAMPLE_HYPER if args.sample_hyper is None else args.sample_hyper
 
 
 def cmd_discover(args) -> int:
@@ -99,7 +126,7 @@ def cmd_discover(args) -> int:
     X, names = load_columns(args.data, args.data_dir)
     X, names = check_causal_data(X, names, max_columns=args.max_columns)  # before anything is written
     net = CausalDiscovery(sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains, seed=args.seed,
-                          alpha=args.alpha, gamma=args.gamma, phi=args.phi, sample_hyper=not args.fixed_hyper,
+                          alpha=args.alpha, gamma=args.gamma, phi=args.phi, sample_hyper=_sampled(args),
                           margin=args.margin, pilots=args.pilots, structure_warmup=args.warmup, start=args.start,
                           num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,
                           progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
