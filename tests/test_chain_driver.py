@@ -291,6 +291,10 @@ def test_force_replaces_only_a_run_directory(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
     assert main(base + [str(run)]) == 0 and main(base + [str(run)]) == 0  # a run is replaced
+    same = tmp_path / "ring"  # a run named as its data set is replaced too (the name is not a file inside it)
+    ring = ["fit", "--data", "ring", "--sweeps", "6", "--burn-in", "2", "--thin", "1", "--pilots", "1", "--no-progress",
+            "--out", "ring"]
+    assert main(ring) == 0 and main(ring + ["--force"]) == 0 and (same / "config.json").exists()
     np.savetxt(run / "data.csv", np.random.default_rng(0).normal(size=(30, 2)), delimiter=",")
     fit = ["fit", "--data", str(run / "data.csv"), "--sweeps", "6", "--burn-in", "2", "--pilots", "1", "--no-progress",
            "--force", "--out", str(run)]

@@ -214,7 +214,9 @@ def data_inputs(spec: str, data_dir=None) -> list[tuple[str, object]]:
     the CSV file itself, or a named data set's file as found, and the data directories searched."""
     from ..datasets import DATASETS, locate, resolve_name
 
-    out = [("--data", spec), ("--data-dir", data_dir), ("CHEFS_DATA", os.environ.get("CHEFS_DATA"))]
+    # a CSV file only: a data set's name that happens to be the run's directory name (--data geyser --out geyser)
+    out = [("--data", spec if Path(spec).is_file() else None), ("--data-dir", data_dir),
+           ("CHEFS_DATA", os.environ.get("CHEFS_DATA"))]
     key = resolve_name(spec) if not Path(spec).suffix else None
     if key is not None and key in DATASETS:
         try:
