@@ -408,6 +408,13 @@ def test_sampled_hyperparameters_default_flag_and_refusals(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["discover", "--data", str(data_csv), "--out", str(tmp_path / "bad"), "--sample-hyper", "beta"])
     assert e.value.code == 2 and "--sample-hyper" in capsys.readouterr().err
+    for empty in ("", ","):  # an empty list is a typo: 'none' asks for nothing sampled
+        with pytest.raises(SystemExit) as e:
+            main(["discover", "--data", str(data_csv), "--out", str(tmp_path / "bad"), "--sample-hyper", empty])
+        assert e.value.code == 2 and "'none'" in capsys.readouterr().err
+    # a loaded run carries its hyperparameter settings (a refit repeats them)
+    net = CausalDiscovery.load(tmp_path / "run-gamma")
+    assert net.sample_hyper == ("gamma",) and net.phi == 0.3
     assert main(["discover", "--data", str(data_csv), "--out", str(tmp_path / "bad"), "--sample-hyper", "gamma",
                  "--fixed-hyper"]) == 2
     assert "give one" in capsys.readouterr().err and not (tmp_path / "bad").exists()

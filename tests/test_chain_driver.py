@@ -342,6 +342,12 @@ def test_damaged_run_files_are_one_line_errors(tmp_path, capsys):
     assert main(["summary", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "samples.sqlite is damaged" in err and len(err.strip().splitlines()) == 1, err
+    # a store that cannot be opened (here a directory in its place) is not called damaged
+    (bad / "chain-0" / "samples.sqlite").unlink()
+    (bad / "chain-0" / "samples.sqlite").mkdir()
+    assert main(["summary", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be opened" in err and "is damaged" not in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_out_of_memory_is_a_one_line_error(capsys, monkeypatch):

@@ -454,3 +454,15 @@ def test_cli_data_show_refuses_a_directory_and_one_file_for_both(capsys, tmp_pat
     before = src.read_bytes()
     assert cli.main(["data", "show", str(src), "--out-train", str(src), "--force"]) == 2
     assert "the input file itself" in capsys.readouterr().err and src.read_bytes() == before
+    # a named data set's own file, found in the data directory (a copy here)
+    import shutil
+
+    from .conftest import shared_data_dir
+
+    (tmp_path / "data").mkdir()
+    own = tmp_path / "data" / "geyser.csv"
+    shutil.copy(shared_data_dir() / "geyser.csv", own)
+    before = own.read_bytes()
+    assert cli.main(["data", "show", "geyser", "--data-dir", str(tmp_path / "data"), "--out-train", str(own),
+                     "--force"]) == 2
+    assert "the input file itself" in capsys.readouterr().err and own.read_bytes() == before

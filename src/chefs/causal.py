@@ -637,6 +637,7 @@ def is_causal_run(run_dir) -> bool:
 
 
 __all__ = ["CausalDiscovery", "CausalSummary", "relations", "check_causal_data", "MAX_COLUMNS", "CAUSAL_CHAINS",
-           "CAUSAL_INIT_HIDDEN", "CAUSAL_LIKELIHOOD_POWER", "CAUSAL_WEIGHT_PRIOR", "is_causal_run",
+           "CAUSAL_INIT_HIDDEN", "CAUSAL_LIKELIHOOD_POWER", "CAUSAL_WEIGHT_PRIOR", "CAUSAL_ALPHA", "CAUSAL_PHI",
+           "CAUSAL_SAMPLE_HYPER", "is_causal_run",
            "chain_disagreement", "residual_order",
            "normalised_hsic", "order_values", "START", "STARTS"]

@@ -336,12 +336,11 @@ def principal_axes(Z: np.ndarray) -> np.ndarray:
     return V * np.sign(V[idx, np.arange(V.shape[1])])
 
 
-HYPER_NAMES = ("alpha", "gamma", "phi")
-
-
 def check_sample_hyper(sample_hyper) -> tuple:
     """``sample_hyper`` as the tuple of sampled hyperparameter names: True gives all three, False none, and a
     sequence of names (or one comma-separated string) those, in the order alpha, gamma, phi."""
+    from .mcmc.hyper import HYPER_NAMES
+
     if isinstance(sample_hyper, (bool, np.bool_)):
         return HYPER_NAMES if sample_hyper else ()
     names = sample_hyper.split(",") if isinstance(sample_hyper, str) else sample_hyper
@@ -557,7 +556,8 @@ class BeliefNetwork:
         orders = self._observed_orders(D)
         layered = self.prior != "icp"
         config = ChainConfig(D, orders, self.alpha, self.gamma, self.phi,
-                             sample_hyper=self.sample_hyper if not layered else (),
+                             # checked again here: an estimator pickled before names were allowed holds a bool
+                             sample_hyper=check_sample_hyper(self.sample_hyper) if not layered else (),
                              weights=(1.0, 1.0, 0.0, 0.0) if layered else (1.0, 1.0, 1.0, 1.0),
                              structure_warmup=self.structure_warmup)
         executor = client = None
@@ -683,6 +683,9 @@ class BeliefNetwork:
         net.inputs = tuple(um.get("inputs", ()))
         net.likelihood_power = float(spec["model"].get("likelihood_power", 1.0))
         net.weight_prior = check_weight_prior(spec["model"].get("weight_prior"))  # the run's, not the class default
+        cfg = spec.get("config", {})  # the run's hyperparameter settings, so that a refit repeats them
+        net.alpha, net.gamma, net.phi = (float(cfg.get(k, 1.0)) for k in ("alpha", "gamma", "phi"))
+        net.sample_hyper = check_sample_hyper(cfg.get("sample_hyper", True))
         net._load_samples(chains)
         return net
 

@@ -77,10 +77,15 @@ def _hyper_names(text: str) -> tuple:
 
     from ..density import check_sample_hyper
 
+    if text.strip() == "none":
+        return ()
     try:
-        return () if text.strip() == "none" else check_sample_hyper(text)
+        names = check_sample_hyper(text)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        raise argparse.ArgumentTypeError(f"{err}; or 'none'") from None
+    if not names:  # an empty list is a typo, not a request to sample nothing ('none' says that)
+        raise argparse.ArgumentTypeError("give names among alpha, gamma, phi, or 'none'")
+    return names
 
 
 def _shape_rate(prior) -> str:

@@ -59,7 +59,7 @@ def chain_mean_variance(y, se: str = "ess", batches: int = 40) -> float:
     if se not in ("ess", "batch"):
         raise ValueError(f"se must be 'ess' or 'batch', got {se!r}")
     y = np.asarray(y, float)
-    if se == "batch" and not 2 <= int(batches) <= y.size:
+    if se == "batch" and not (isinstance(batches, (int, np.integer)) and 2 <= batches <= y.size):
         raise ValueError(f"batches must be between 2 and the series' length ({y.size}), got {batches}")
     if se == "batch":
         y = y[: y.size // batches * batches]

@@ -63,8 +63,9 @@ class SQLiteStore:
     def __init__(self, path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path), timeout=30)
+        self.conn = None
         try:
+            self.conn = sqlite3.connect(str(self.path), timeout=30)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=FULL")
             cols = ", ".join(f"{c} REAL" for c in SCALARS)
@@ -72,11 +73,13 @@ class SQLiteStore:
                               f"{cols})")
             self.conn.commit()
         except sqlite3.OperationalError as err:  # locked by another process, unreadable, a disk error: not damage
-            self.conn.close()
+            if self.conn is not None:
+                self.conn.close()
             raise OSError(f"{self.path} cannot be opened ({err}); if another process holds it, wait for it "
                           "to finish") from None
         except sqlite3.DatabaseError as err:  # a damaged or foreign file: one line naming it, not a traceback
-            self.conn.close()
+            if self.conn is not None:
+                self.conn.close()
             raise ValueError(f"{self.path} is damaged ({err}); this chain's samples cannot be read") from None
         self._pending: list[tuple] = []
 
