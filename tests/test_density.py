@@ -341,3 +341,18 @@ def test_values_too_large_to_compute_with_are_refused():
         check_data(X)
     X[3, 1] = MAX_ABS_VALUE  # the limit itself is allowed
     assert check_data(X).shape == (20, 2)
+
+
+def test_load_restores_the_runs_prior_and_hyperparameter_settings(tmp_path):
+    """BeliefNetwork.load returns an estimator with the run's structure prior and hyperparameter settings (so a
+    refit from it repeats the run's model), not the class defaults (found by a review at stop 45)."""
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    runs = {"cibp": BeliefNetwork(prior="cibp", sweeps=6, burn_in=2, thin=1, pilots=1, out=tmp_path / "c",
+                                  progress=False).fit(X),
+            "icp": BeliefNetwork(sweeps=6, burn_in=2, thin=1, pilots=1, phi=0.5, sample_hyper=("gamma",),
+                                 out=tmp_path / "i", progress=False).fit(X)}
+    c = BeliefNetwork.load(tmp_path / "c")
+    assert c.prior == "cibp" and c.sample_hyper == ()  # the layered priors sample none of alpha, gamma, phi
+    i = BeliefNetwork.load(tmp_path / "i")
+    assert i.prior == "icp" and i.sample_hyper == ("gamma",) and i.phi == 0.5
+    assert runs["icp"].phi == 0.5

@@ -683,6 +683,7 @@ class BeliefNetwork:
         net.inputs = tuple(um.get("inputs", ()))
         net.likelihood_power = float(spec["model"].get("likelihood_power", 1.0))
         net.weight_prior = check_weight_prior(spec["model"].get("weight_prior"))  # the run's, not the class default
+        net.prior = (spec["model"].get("structure_prior") or {}).get("name", "icp")  # a CIBP/ECIBP run stays one
         cfg = spec.get("config", {})  # the run's hyperparameter settings, so that a refit repeats them
         net.alpha, net.gamma, net.phi = (float(cfg.get(k, 1.0)) for k in ("alpha", "gamma", "phi"))
         net.sample_hyper = check_sample_hyper(cfg.get("sample_hyper", True))
