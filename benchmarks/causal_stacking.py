@@ -28,16 +28,13 @@ from pathlib import Path
 import numpy as np
 
 
-def chain_log_density(run, chain: int, draws: int, num_is: int, rng) -> np.ndarray:
-    """(draws, N) log densities of the run's training rows (unit space) under ``draws`` evenly spaced
-    kept samples of one chain."""
-    from chefs.causal import CausalDiscovery
+def chain_log_density(samples, U: np.ndarray, draws: int, num_is: int, rng) -> np.ndarray:
+    """(draws, N) log densities of the training rows ``U`` (unit space) under ``draws`` evenly spaced
+    ones of one chain's kept ``samples``."""
     from chefs.models.predictive import log_density_unit
 
-    net = CausalDiscovery.load(run, chains=[chain])
-    U = np.load(Path(run) / "train01.npy")
-    pick = np.unique(np.linspace(0, len(net.samples_) - 1, min(draws, len(net.samples_))).astype(int))
-    return np.array([log_density_unit(net.samples_[s], U, rng, num_is) for s in pick])
+    pick = np.unique(np.linspace(0, len(samples) - 1, min(draws, len(samples))).astype(int))
+    return np.array([log_density_unit(samples[s], U, rng, num_is) for s in pick])
 
 
 def stacking_weights(lp: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -82,7 +79,7 @@ def main(argv=None) -> int:
 
     from chefs.bench.causal import (auroc, calibration_pairs, calibration_table, icp_estimate, make_sem, metrics,
                                     precision_recall_f1, sem_settings)
-    from chefs.causal import CausalDiscovery
+    from chefs.causal import CausalDiscovery, CausalSummary
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bench_dir")
@@ -107,15 +104,17 @@ def main(argv=None) -> int:
         D, H, N = sem_settings(seed, False)
         sem = make_sem(seed, D, H, N)
         run = Path(args.bench_dir) / "runs" / f"seed{seed}"
-        net = CausalDiscovery.load(run)
-        _, per_chain = CausalSummary_from(net)
+        net = CausalDiscovery.load(run)  # every chain's kept samples, read once
+        _, per_chain = CausalSummary.from_samples(net.samples_, net.names_, net.sample_chains_)
+        U = np.load(run / "train01.npy")
         lp = {}
         for c in sorted(per_chain):
             f = cache / f"seed{seed}-chain{c}.npy" if cache else None
             if f is not None and f.exists():
                 lp[c] = np.load(f)
             else:
-                lp[c] = chain_log_density(run, c, args.draws, args.num_is, np.random.default_rng([seed, c, 45]))
+                mine = [s for s, k in zip(net.samples_, net.sample_chains_) if k == c]  # in the chain's order
+                lp[c] = chain_log_density(mine, U, args.draws, args.num_is, np.random.default_rng([seed, c, 45]))
                 if f is not None:
                     np.save(f, lp[c])
         w, elpd, bad = stacking_weights(lp)
@@ -154,12 +153,6 @@ def main(argv=None) -> int:
               f"{b['count']}, {b['mean_predicted']:.3f}, {b['observed_frequency']:.3f} |")
     return 0
 
-
-def CausalSummary_from(net):
-    """The pooled summary and each chain's own, from a loaded run."""
-    from chefs.causal import CausalSummary
-
-    return CausalSummary.from_samples(net.samples_, net.names_, net.sample_chains_)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ command's run can say what it found and which commands read it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 
@@ -64,8 +65,6 @@ def check_replaceable(path) -> None:
     """Before ``--force`` deletes the non-empty directory ``path``: refuse unless it is a run directory
     that a chefs command wrote (:func:`run_kind`), and refuse when it holds the current directory. A
     mistyped ``--out`` (a project folder, ``.``) must never be wiped."""
-    import os
-
     p = Path(path).resolve()
     cwd = Path(os.getcwd()).resolve()
     if cwd == p or p in cwd.parents:

@@ -209,21 +209,38 @@ def to_stdout(out) -> bool:
     return out is None or str(out) == "-"
 
 
-def data_inputs(spec: str, data_dir=None) -> list[tuple[str, object]]:
-    """The inputs a --data SPEC reads, as (what, path) pairs for :func:`chefs.runkind.refuse_inputs_inside`:
-    the CSV file itself, or a named data set's file as found, and the data directories searched."""
+def data_file(spec: str, data_dir=None) -> Path | None:
+    """The file a data SPEC reads: the CSV file itself, or a named data set's file as found (None for generated
+    and bundled sets, a missing file, or a bad --data-dir, which the loader reports). A data set's name that
+    happens to be a directory (--data geyser --out geyser) is not a file."""
     from ..datasets import DATASETS, locate, resolve_name
 
-    # a CSV file only: a data set's name that happens to be the run's directory name (--data geyser --out geyser)
-    out = [("--data", spec if Path(spec).is_file() else None), ("--data-dir", data_dir),
-           ("CHEFS_DATA", os.environ.get("CHEFS_DATA"))]
-    key = resolve_name(spec) if not Path(spec).suffix else None
-    if key is not None and key in DATASETS:
+    if Path(spec).is_file():
+        return Path(spec)
+    if resolve_name(spec) in DATASETS:
         try:
-            out.append((f"the {key} data file", locate(key, data_dir)))
-        except ValueError:  # a bad --data-dir: reported by the loader
-            pass
-    return out
+            return locate(spec, data_dir)
+        except ValueError:
+            return None
+    return None
+
+
+def check_run_out(out: Path, force: bool, data: str, data_dir=None, hint: str = "") -> None:
+    """``--out`` of a command that creates a run (fit, discover): a directory, refused when not empty unless
+    ``force``; with ``force``, replaced only when it is a run directory that holds neither the current
+    directory nor the data the command reads (``--data``'s file, ``--data-dir``, ``CHEFS_DATA``)."""
+    from ..runkind import check_replaceable, refuse_file_as_dir, refuse_inputs_inside
+
+    refuse_file_as_dir(out)
+    if not (out.exists() and any(out.iterdir())):
+        return
+    if not force:
+        raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it{hint}")
+    csv = Path(data).is_file()  # a CSV is named by --data; a data set's file by the directory it was found in
+    refuse_inputs_inside(out, [("--data", data if csv else None), ("--data-dir", data_dir),
+                               ("CHEFS_DATA", os.environ.get("CHEFS_DATA")),
+                               (f"the {data} data file", None if csv else data_file(data, data_dir))])
+    check_replaceable(out)
 
 
 def refuse_existing(path, force: bool) -> None:

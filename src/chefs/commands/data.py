@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._util import int_at_least, load_data_spec, nonneg_int, refuse_existing
+from ._util import data_file, int_at_least, load_data_spec, nonneg_int, refuse_existing
 
 
 def _add_data_dir(p) -> None:
@@ -162,12 +162,7 @@ def _cmd_show(args) -> int:
             refuse_existing(path, args.force)
     if args.out_train and args.out_test and Path(args.out_train).resolve() == Path(args.out_test).resolve():
         raise ValueError(f"--out-train and --out-test are the same file ({args.out_train}); give two names")
-    source = Path(args.name) if Path(args.name).is_file() else None
-    if source is None and datasets.resolve_name(args.name) in datasets.DATASETS:
-        try:  # a named data set's own file (in --data-dir or CHEFS_DATA)
-            source = datasets.locate(args.name, args.data_dir)
-        except ValueError:  # a bad --data-dir: reported by the loader below
-            source = None
+    source = data_file(args.name, args.data_dir)  # the CSV, or a named data set's own file
     for flag, path in (("--out-train", args.out_train), ("--out-test", args.out_test)):
         if path and source is not None and Path(path).resolve() == Path(source).resolve():
             raise ValueError(f"{flag} {path} is the input file itself; writing there would replace the data")

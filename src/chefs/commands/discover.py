@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._util import nonneg_int, positive_float, positive_int, print_chain_comparison, weight_prior_arg
+from ._util import (check_run_out, nonneg_int, positive_float, positive_int, print_chain_comparison,
+                    weight_prior_arg)
 
 
 def register(sub) -> None:
@@ -113,19 +114,8 @@ def _sampled(args) -> tuple:
 def cmd_discover(args) -> int:
     from ..causal import (EDGES_FILE, GRAPHML_FILE, PICTURE_FILE, SUMMARY_FILE, CausalDiscovery,
                           check_causal_data)
-    from ..runkind import refuse_file_as_dir
-
     out = Path(args.out)
-    refuse_file_as_dir(out)
-    if out.exists() and any(out.iterdir()) and not args.force:
-        raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it or `chefs resume {out}`")
-    if args.force and out.exists() and any(out.iterdir()):
-        from ..runkind import check_replaceable, refuse_inputs_inside
-
-        from ._util import data_inputs
-
-        refuse_inputs_inside(out, data_inputs(args.data, args.data_dir))  # data that --force would delete
-        check_replaceable(out)
+    check_run_out(out, args.force, args.data, args.data_dir, f" or `chefs resume {out}`")
     if not 0 <= args.threshold < 1:
         raise ValueError(f"--threshold must be in [0, 1), got {args.threshold}")
     X, names = load_columns(args.data, args.data_dir)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..runkind import refuse_file_as_dir
-from ._util import (chain_list, margin_arg, nonneg_int, note_if_incomplete, positive_float, positive_int,
+from ._util import (chain_list, check_run_out, margin_arg, nonneg_int, note_if_incomplete, positive_float, positive_int,
                     print_chain_comparison, refuse_existing, to_stdout, weight_prior_arg, write_points)
 
 
@@ -141,16 +141,7 @@ def cmd_fit(args) -> int:
         raise ValueError(f"--split-seed splits a named data set; the fit trains on all rows of the CSV file "
                          f"{args.data} (`chefs data show {args.data} --out-train F.csv` writes a seeded half of it)")
     out = Path(args.out)
-    refuse_file_as_dir(out)
-    if out.exists() and any(out.iterdir()) and not args.force:
-        raise FileExistsError(f"{out} exists and is not empty; use --force to overwrite it")
-    if args.force and out.exists() and any(out.iterdir()):
-        from ..runkind import check_replaceable, refuse_inputs_inside
-
-        from ._util import data_inputs
-
-        refuse_inputs_inside(out, data_inputs(args.data, args.data_dir))  # data that --force would delete
-        check_replaceable(out)
+    check_run_out(out, args.force, args.data, args.data_dir)
     net = BeliefNetwork(prior=args.prior, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains,
                         seed=args.seed, alpha=alpha, gamma=gamma, phi=phi,
                         sample_hyper=not args.fixed_hyper, out=out, force=args.force,

@@ -59,12 +59,12 @@ def chain_mean_variance(y, se: str = "ess", batches: int = 40) -> float:
     if se not in ("ess", "batch"):
         raise ValueError(f"se must be 'ess' or 'batch', got {se!r}")
     y = np.asarray(y, float)
-    if se == "batch" and not (isinstance(batches, (int, np.integer)) and 2 <= batches <= y.size):
+    if se == "ess":
+        return float(mcse_mean(y) ** 2)
+    if not (isinstance(batches, (int, np.integer)) and 2 <= batches <= y.size):
         raise ValueError(f"batches must be between 2 and the series' length ({y.size}), got {batches}")
-    if se == "batch":
-        y = y[: y.size // batches * batches]
-        return float(y.reshape(batches, -1).mean(axis=1).var(ddof=1) / batches)
-    return float(mcse_mean(y) ** 2)
+    y = y[: y.size // batches * batches]
+    return float(y.reshape(batches, -1).mean(axis=1).var(ddof=1) / batches)
 
 
 def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rng: np.random.Generator,

@@ -72,14 +72,12 @@ class SQLiteStore:
             self.conn.execute(f"CREATE TABLE IF NOT EXISTS samples (sweep INTEGER PRIMARY KEY, graph TEXT NOT NULL, "
                               f"{cols})")
             self.conn.commit()
-        except sqlite3.OperationalError as err:  # locked by another process, unreadable, a disk error: not damage
+        except sqlite3.DatabaseError as err:  # one line naming the file, not a traceback
             if self.conn is not None:
                 self.conn.close()
-            raise OSError(f"{self.path} cannot be opened ({err}); if another process holds it, wait for it "
-                          "to finish") from None
-        except sqlite3.DatabaseError as err:  # a damaged or foreign file: one line naming it, not a traceback
-            if self.conn is not None:
-                self.conn.close()
+            if isinstance(err, sqlite3.OperationalError):  # locked by another process, unreadable, a disk error
+                raise OSError(f"{self.path} cannot be opened ({err}); if another process holds it, wait for it "
+                              "to finish") from None
             raise ValueError(f"{self.path} is damaged ({err}); this chain's samples cannot be read") from None
         self._pending: list[tuple] = []
 
