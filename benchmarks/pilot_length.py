@@ -17,6 +17,10 @@ A configuration with ``"prior": "cibp"`` or ``"ecibp"`` runs that prior's cell i
 seed; the CSV's ``model`` column names the prior). ``"replicate": R`` (R > 0) fits the same split
 with another chain seed (and fantasy and held-out draws), to measure how much a cell's numbers move
 from chain to chain (stop 40).
+``"observed_order": "free"`` (a measurement of this script, not a library option; stop 46,
+docs/derivations.md 3.22) fits the ICP with the observed units' order values free and sampled, as
+``chefs discover`` does, so that observed units may be parents of one another: 002's Table 1 keeps
+them at 0, and that measurement found free orders worse in HD.
 
 Use development splits (the default 10, 11, 12), not Table 1's 0-2, to choose between settings.
 
@@ -63,11 +67,18 @@ def cell_network(ds, seed, kw, data_dir, quick=False):
     kw = dict(kw)
     model = kw.get("prior", "icp")
     replicate = int(kw.pop("replicate", 0))  # another chain seed on the same split (0: Table 1's own)
+    net_class = BeliefNetwork
+    if kw.pop("observed_order", None) == "free":  # the module docstring; the run's config shows the free orders
+        class FreeOrders(BeliefNetwork):
+            def _observed_orders(self, D):
+                return None  # every order free, U(0, 1) a priori, sampled (as chefs.causal.CausalDiscovery)
+
+        net_class = FreeOrders
     rng = np.random.default_rng([seed, 1, 2 + MODELS.index(model)] + ([replicate] if replicate else []))
     opts = {"num_tries": settings["num_tries"], "margin": settings["margin"], "pilots": settings["pilots"], **kw}
     t0 = time.process_time()
-    net = BeliefNetwork(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
-                        seed=int(rng.integers(2**31)), progress=False, **opts).fit(train)
+    net = net_class(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
+                    seed=int(rng.integers(2**31)), progress=False, **opts).fit(train)
     return net, (train, test), rng, time.process_time() - t0, settings, model
 
 
@@ -216,8 +227,11 @@ def main(argv=None) -> int:
         from chefs.bench import check_names
         from chefs.datasets import DATASETS as SPECS
 
-        configs = [parse_icp(t, extra=("replicate",))
+        configs = [parse_icp(t, extra=("replicate", "observed_order"))
                    for t in (a.icp or ['default={}', 'long={"pilot_sweeps": 3000, "pilot_draws": 512}'])]
+        for lab, kw in configs:
+            if kw.get("observed_order", "free") != "free":
+                raise ValueError(f"--icp {lab}: observed_order takes only \"free\", got {kw['observed_order']!r}")
         if len({c[0] for c in configs}) < len(configs):
             raise ValueError(f"--icp labels must differ, got {[c[0] for c in configs]}")
         datasets = check_names([d for d in a.datasets.split(",") if d], tuple(SPECS), "--datasets", "data set")

@@ -36,7 +36,8 @@ def test_quick_run_resumes_and_replots(tmp_path, capsys):
 @pytest.mark.parametrize("argv, msg", [(["--seeds", "1,1"], "--seeds"), (["--datasets", "nope"], "unknown data set"),
                                        (["--icp", "a={}", "--icp", "a={}"], "labels must differ"),
                                        (["--icp", 'a={"sweeps": 5}'], "--sweeps"), (["--jobs", "0"], "--jobs"),
-                                       (["--plot-only"], "does not exist")])
+                                       (["--plot-only"], "does not exist"),
+                                       (["--icp", 'a={"observed_order": "fixed"}'], "observed_order takes only")])
 def test_bad_options_are_one_line_errors(tmp_path, capsys, argv, msg):
     assert pl.main(["--out", str(tmp_path / "o"), *argv]) == 2
     assert msg in capsys.readouterr().err
@@ -60,3 +61,17 @@ def test_plot_only_wraps_many_data_sets(tmp_path):
     md = (out / "pilot_length.md").read_text()
     assert all(f"| {ds} | icp b | 1 | {0.2 + k / 100:.4f} |" in md for k, ds in enumerate(names))
     assert (out / "pilot_length.png").stat().st_size > 0
+
+
+def test_free_observed_orders_hook_samples_the_orders():
+    """``"observed_order": "free"`` (docs/derivations.md 3.22) fits with the observed units' orders sampled: they
+    leave 0, where the default keeps them."""
+    import numpy as np
+
+    nets = {}
+    for label, kw in (("default", {}), ("free", {"observed_order": "free", "rotate": False})):
+        nets[label] = pl.cell_network("iris", 0, kw, None, quick=True)[0]
+    theta = {k: np.array([[t for t, o in zip(s["theta"], s["observed"]) if o] for s in net.samples_])
+             for k, net in nets.items()}
+    assert np.all(theta["default"] == 0)
+    assert np.all(theta["free"] > 0) and len(np.unique(theta["free"])) > 4
