@@ -436,6 +436,14 @@ class BeliefNetwork:
         stop 42 measured 0.1).
         The observed units' stored precisions are then ``power * rho``, and what the
         fit predicts (fantasy data, densities) uses them. Not with ``hmc_steps``.
+    noncentred : bool
+        After each sweep's Gibbs updates, two slice-sampling updates per hidden unit
+        with a child, with its standardised noise held fixed: its precision, and a
+        common scale of its bias and incoming weights (an exact kernel; docs/derivations.md
+        section 3.24). It moves the direction along which the default two-moons chain
+        leaves its blurred start (one unit's precision and incoming weights rising
+        together, section 3.23), at about 1.5-2x the CPU. An option, not the default
+        (measured in section 3.24).
     pilots, pilot_sweeps : int
         Multi-start: each chain first runs ``pilots`` short chains of
         ``pilot_sweeps`` sweeps (default half the burn-in) from fresh starts and
@@ -490,7 +498,8 @@ class BeliefNetwork:
                  structure_warmup: int | None = None, weight_prior=None, margin: float | str = MARGIN,
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
                  pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS,
-                 rotate: bool | str = ROTATE, tails: bool | str = TAILS, likelihood_power: float = 1.0):
+                 rotate: bool | str = ROTATE, tails: bool | str = TAILS, likelihood_power: float = 1.0,
+                 noncentred: bool = False):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -521,6 +530,9 @@ class BeliefNetwork:
         from .models.nlgbn import check_likelihood_power
 
         self.likelihood_power = check_likelihood_power(likelihood_power, self.hmc_steps)
+        if not isinstance(noncentred, (bool, np.bool_)):
+            raise ValueError(f"noncentred must be True or False, got {noncentred!r}")
+        self.noncentred = bool(noncentred)
         for name, v, lo in (("pilots", pilots, 1), ("pilot_sweeps", pilot_sweeps, 1), ("pilot_draws", pilot_draws, 1)):
             if v is not None and (isinstance(v, bool) or int(v) != v or v < lo):
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
@@ -599,6 +611,8 @@ class BeliefNetwork:
                  "pilots": self.pilots, "pilot_sweeps": self.pilot_sweeps, "pilot_draws": self.pilot_draws}
         if self.likelihood_power != 1.0:  # (runs without the key: the posterior itself)
             model["likelihood_power"] = self.likelihood_power
+        if self.noncentred:  # (runs without the key: no non-centred updates)
+            model["noncentred"] = True
         if layered:
             model["structure_prior"] = {"name": self.prior}
         # the chain count is checked before the per-chain starts are drawn
@@ -682,6 +696,7 @@ class BeliefNetwork:
         net.tails = net.map_.tailed
         net.inputs = tuple(um.get("inputs", ()))
         net.likelihood_power = float(spec["model"].get("likelihood_power", 1.0))
+        net.noncentred = bool(spec["model"].get("noncentred", False))
         net.weight_prior = check_weight_prior(spec["model"].get("weight_prior"))  # the run's, not the class default
         net.prior = (spec["model"].get("structure_prior") or {}).get("name", "icp")  # a CIBP/ECIBP run stays one
         cfg = spec.get("config", {})  # the run's hyperparameter settings, so that a refit repeats them

@@ -147,7 +147,7 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
                             chains=chains, seed=int(rng.integers(2**31)), out=run, force=True, progress=False,
                             checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
                             pilots=settings["pilots"], rotate=settings["rotate"],
-                            tails=settings["tails"])
+                            tails=settings["tails"], noncentred=settings.get("noncentred", False))
         net.fit(train)  # the samples are in memory from here on
         if out is not None:
             _replace_dir(run, Path(out))
@@ -186,7 +186,7 @@ TOY = ("ring", "two-moons", "pinwheel")  # 2-D sets drawn in fantasy_toy.png
 
 
 def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None, pilots=None,
-                   rotate=None, tails=None) -> tuple[dict, str]:
+                   rotate=None, tails=None, noncentred=None) -> tuple[dict, str]:
     """The belief networks' settings and their label for the CSV's ``settings`` column.
 
     ``sweeps``/``burn_in``/``thin`` override the quick or full chains of all three
@@ -207,7 +207,9 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     each data set's thin-axis rule decides (every run before stop 38 had it off, and every run
     before stop 39 unlabelled had it off). ``tails``: compressed outer tails of the unit map's
     axes (default :data:`chefs.density.TAILS`, with the rotation), labelled ``",tails"`` when on and
-    ``",tails=auto"`` when they go with the rotation (every run before stop 40 had them off)."""
+    ``",tails=auto"`` when they go with the rotation (every run before stop 40 had them off).
+    ``noncentred``: the non-centred updates of each hidden unit's precision and incoming scale
+    (docs/derivations.md 3.24), labelled ``",noncentred"`` when on (default off)."""
     from ..density import LEGACY_MARGIN, MARGIN, PILOTS, ROTATE, TAILS, check_margin, check_rotate, check_tails
 
     rotate = check_rotate(ROTATE if rotate is None else rotate)
@@ -222,6 +224,9 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     extra = ("" if margin == LEGACY_MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
     extra += ",rotate=auto" if rotate == "auto" else ",rotate" if rotate else ""
     extra += ",tails=auto" if tails == "auto" else ",tails" if tails else ""
+    if noncentred is not None and not isinstance(noncentred, (bool, np.bool_)):
+        raise ValueError(f"noncentred must be True or False, got {noncentred!r}")
+    extra += ",noncentred" if noncentred else ""
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"
     settings = dict(base)
@@ -243,6 +248,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     settings["pilots"] = int(pilots)
     settings["rotate"] = rotate
     settings["tails"] = tails
+    settings["noncentred"] = bool(noncentred)
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
         return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)
@@ -252,7 +258,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
                chains: int = 1, jobs: int | None = None, force: bool = False, sweeps=None, burn_in=None,
                thin=None, margin=None, resume: bool = False, scheduler: str | None = None, progress=None,
-               pilots=None, rotate=None, tails=None) -> Path:
+               pilots=None, rotate=None, tails=None, noncentred=None) -> Path:
     """Run the benchmark (Table 1 of 002, section 4.1; 001 section 3); writes table1.csv,
     table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
@@ -288,10 +294,11 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate, tails)
+    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred)
     if not set(models) & set(NETWORKS):
-        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails)):
-            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails set the belief networks' "
+        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred)):
+            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails/--noncentred set the "
+                             "belief networks' "
                              "chains, but none of icp, cibp, ecibp is among the models")
         label = "quick" if quick else "full"  # the settings label describes the networks' chains only
     if chains > 1 and set(models) & set(NETWORKS):

@@ -50,6 +50,10 @@ def register(sub) -> None:
                    help="belief networks: compress the outer tails of the unit map's axes (rows labelled ',tails'), "
                         "or never (--no-tails, unlabelled); default: where the map is rotated (chefs.density.TAILS = "
                         "'auto', rows labelled ',tails=auto'; docs/derivations.md 3.17)")
+    t.add_argument("--noncentred", action="store_true", default=None,
+                   help="belief networks: after each sweep's Gibbs updates, update every hidden unit's precision and "
+                        "incoming scale with its standardised noise held fixed (rows labelled ',noncentred'; "
+                        "docs/derivations.md 3.24)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "
@@ -95,7 +99,7 @@ def cmd_table1(args) -> int:
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
                       jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
                       margin=args.margin, resume=args.resume, pilots=args.pilots, scheduler=args.scheduler,
-                      rotate=args.rotate, tails=args.tails)
+                      rotate=args.rotate, tails=args.tails, noncentred=args.noncentred)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0

@@ -27,6 +27,11 @@ change). One sweep (``NLGBN.sweep``):
    units' (b, rho, activations) are proposed from their prior, the new edge
    weight is integrated out and then drawn from its conditional.
 
+With ``noncentred=True``, step 2 is followed by two slice-sampling updates per
+hidden unit with a child, in the coordinates eps_h = sqrt(rho_h) (Y_h - MU_h)
+held fixed: log rho_h, and a common scale of (b_h, W_.h) (docs/derivations.md
+section 3.24).
+
 Derivations: docs/derivations.md section 3.
 """
 
@@ -100,6 +105,9 @@ class NLGBN:
         The observed units' likelihood raised to this power (1: the posterior; below 1 a
         power posterior, docs/derivations.md 3.19). Their precision slots hold
         ``power * rho``.
+    noncentred : bool
+        After the Gibbs updates of each sweep, :meth:`noncentred_update`: each hidden unit's
+        precision and incoming scale in non-centred coordinates (docs/derivations.md 3.24).
     """
 
     is_null = False
@@ -107,12 +115,18 @@ class NLGBN:
     #: tests/test_causal.py::test_stationarity_power_posterior: 1 leaves the residual sum of squares untempered,
     #: 2 tempers the hidden units' precisions too
     power_plant = 0
+    #: tests only: planted errors in :meth:`noncentred_update` (tests/test_noncentred.py): 1 drops the log-rho
+    #: Jacobian, 2 drops the scale move's Jacobian g^(p + 1)
+    noncentred_plant = 0
 
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
                  bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm",
                  weight_prior=None, init_activations: str = "prior", hmc_steps: int = 0, hmc_adapt: int = 0,
-                 hmc_plant: int = 0, likelihood_power: float = 1.0):
+                 hmc_plant: int = 0, likelihood_power: float = 1.0, noncentred: bool = False):
+        if not isinstance(noncentred, (bool, np.bool_)):
+            raise ValueError(f"noncentred must be True or False, got {noncentred!r}")
+        self.noncentred = bool(noncentred)
         if init_activations not in INIT_ACTIVATIONS:
             raise ValueError(f"init_activations must be one of {INIT_ACTIVATIONS}, got {init_activations!r}")
         self.init_activations = init_activations
@@ -559,6 +573,51 @@ class NLGBN:
             self.stats[5, 0] += 1
             self.stats[5, 1] += int(accepted)
         self.update_weight_var(rng, state)
+        if self.noncentred:
+            self.noncentred_update(rng, state)
+
+    def noncentred_update(self, rng, state) -> None:
+        """For every hidden unit h with a child, with its standardised noise
+        ``eps_h = sqrt(rho_h) (Y_h - MU_h)`` held fixed (so that ``Y_h`` moves with the update):
+        a slice-sampling update of ``log rho_h``, then one of a common scale ``g`` of
+        ``(b_h, W_.h)`` (a group move with Jacobian ``g^(p + 1)``, p parents). The targets are
+        the conditionals of the joint density in those coordinates: the parameters' priors
+        times h's children's densities (docs/derivations.md section 3.24)."""
+        from ..mcmc.hyper import slice_sample_log
+
+        a, rate = self.rho_prior
+        jac_rho = a - 1.0 if self.noncentred_plant == 1 else a  # the Gamma's a - 1 plus log rho's Jacobian
+        for h in np.flatnonzero(state.alive & ~state.obs):
+            ch = self.children(state, h)
+            if ch.size == 0:
+                continue
+            pa = self.parents(state, h)
+            eps = math.sqrt(self.rho[h]) * (self.Y[h] - self.MU[h])
+            wc = self.W[h, ch].copy()
+            rc = self.rho[ch].copy()  # an observed child's slot: its (tempered) precision
+            base = self.MU[ch] - wc[:, None] * self.U[h][None, :]
+            Yc = self.Y[ch]
+
+            def children_loglik(y_h):
+                r = Yc - base - wc[:, None] * expit(y_h)[None, :]
+                return -0.5 * float(rc @ np.einsum("ij,ij->i", r, r))
+
+            mu = self.MU[h].copy()
+            self.rho[h] = slice_sample_log(
+                rng, lambda t: jac_rho * t - rate * math.exp(t) + children_loglik(mu + eps * math.exp(-0.5 * t)),
+                self.rho[h])
+            noise = eps * (1.0 / math.sqrt(self.rho[h]))
+            q = self.b[h] ** 2 / (2 * self.bias_var) + float(self.W[pa, h] @ self.W[pa, h]) / (2 * self.weight_var)
+            k = 0.0 if self.noncentred_plant == 2 else pa.size + 1.0
+            g = slice_sample_log(rng, lambda t: -math.exp(2 * t) * q + k * t + children_loglik(math.exp(t) * mu + noise),
+                                 1.0)
+            self.b[h] *= g
+            self.W[pa, h] *= g
+            self.refresh_mu(state, h)
+            self.Y[h] = self.MU[h] + noise
+            self.U[h] = expit(self.Y[h])
+            for c in ch:
+                self.refresh_mu(state, c)
 
     def edge_weights(self, state) -> np.ndarray:
         """Weights of the edges between alive units."""
@@ -750,4 +809,6 @@ def model_from_spec(spec: dict, run_dir, state, structure_prior=None) -> NLGBN:
                  hmc_steps=spec.get("hmc_steps", 0), hmc_adapt=spec.get("hmc_adapt", 0),
                  # runs written before stop 42: the posterior itself
                  likelihood_power=spec.get("likelihood_power", 1.0),
+                 # runs written before stop 46: no non-centred updates
+                 noncentred=spec.get("noncentred", False),
                  structure_prior=structure_prior)

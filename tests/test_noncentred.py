@@ -1,0 +1,152 @@
+"""The non-centred updates of a hidden unit's precision and incoming scale (NLGBN.noncentred_update,
+docs/derivations.md 3.24): joint-draw stationarity with planted-error controls, the whole sweep with them on,
+and the option's way through BeliefNetwork, the run's config, load and resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chefs.mcmc.chain import ChainConfig
+from chefs.mcmc.geweke import stationarity_test
+from chefs.mcmc.run import run_chain
+from chefs.models.nlgbn import NLGBN
+
+from .stats import Z
+
+RHO_PRIOR = (4.0, 1.0)  # informative enough that a dropped log-rho Jacobian shows (as tests/test_hmc.py)
+
+
+class _NonCentredOnly(NLGBN):
+    """The NLGBN whose sweep is three rounds of the non-centred updates (structure fixed), with test
+    functions of every quantity they move."""
+
+    def sweep(self, rng, state, config, hyper):
+        for _ in range(3):
+            self.noncentred_update(rng, state)
+
+    def test_functions(self, state):
+        out = super().test_functions(state)
+        hid = np.flatnonzero(state.alive & ~state.obs)
+        al = np.flatnonzero(state.alive)
+        w = self.edge_weights(state)
+        out.update({"log_rho_hidden": float(np.log(self.rho[hid]).mean()) if hid.size else 0.0,
+                    "b_hidden": float(self.b[hid].mean()) if hid.size else 0.0,
+                    "b_sq_hidden": float((self.b[hid] ** 2).mean()) if hid.size else 0.0,
+                    "w_sq": float((w ** 2).mean()) if w.size else 0.0,
+                    "log_rho_all": float(np.log(self.rho[al]).mean())})
+        return out
+
+
+# Stop 46, seed 4, 1,000 replicates: passing max |z| 1.57 (w_sq); the dropped log-rho Jacobian reads 12.2
+# (log_rho_all), the dropped scale Jacobian 15.3 (b_sq_hidden).
+def _stationarity(plant=0, replicates=1000, seed=4):
+    rng = np.random.default_rng(seed)
+    model = _NonCentredOnly(rng.uniform(0.2, 0.8, size=(5, 1)), 16, rng, rho_prior=RHO_PRIOR, weight_var=4.0)
+    model.noncentred_plant = plant
+    return stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2, rng)
+
+
+def test_noncentred_updates_leave_the_joint_invariant():
+    """From exact joint draws (structure from the ICP, parameters, activations and five data points forward),
+    two rounds of three non-centred updates and a data refresh leave every test function's mean unchanged."""
+    zs = _stationarity()
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+@pytest.mark.parametrize("plant", [1, 2])
+def test_noncentred_stationarity_negative_controls(plant):
+    """The same test catches the log-rho update without its Jacobian (1) and the scale move without its
+    Jacobian g^(p + 1) (2)."""
+    zs = _stationarity(plant=plant)
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
+def test_full_sweep_with_noncentred_updates_leaves_the_joint_invariant():
+    """The whole ICP sweep (activations, parameters, the non-centred updates, edges, births and deaths, orders,
+    depth moves) from joint draws."""
+    rng = np.random.default_rng(2)
+    model = NLGBN(rng.uniform(0.2, 0.8, size=(10, 1)), 16, rng, num_tries=4, structure_moves=3,
+                  rho_prior=RHO_PRIOR, weight_var=4.0, noncentred=True)
+    zs = stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), 600, 2, rng)
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_noncentred_is_checked():
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="noncentred must be True or False"):
+            NLGBN(np.full((3, 1), 0.5), 8, np.random.default_rng(0), noncentred=bad)
+    from chefs.density import BeliefNetwork
+
+    with pytest.raises(ValueError, match="noncentred must be True or False"):
+        BeliefNetwork(noncentred="no")
+
+
+def _rows(run_dir):
+    from chefs.mcmc.store import SQLiteStore
+
+    st = SQLiteStore(Path(run_dir) / "chain-0" / "samples.sqlite")
+    try:
+        return st.rows()
+    finally:
+        st.close()
+
+
+def test_fit_with_noncentred_updates_records_loads_and_resumes_bit_for_bit(tmp_path):
+    """The option reaches the chain (its samples differ from the default fit's), is written into the run's
+    config and restored by load, and an interrupted run resumes to exactly the uninterrupted one's samples."""
+    from chefs.density import BeliefNetwork
+
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    kw = dict(sweeps=30, burn_in=10, thin=2, seed=3, progress=False, structure_warmup=5, checkpoint_every=1e-9)
+    a = tmp_path / "a"
+    BeliefNetwork(out=a, noncentred=True, **kw).fit(X)
+    BeliefNetwork(out=tmp_path / "plain", **kw).fit(X)
+    assert json.loads((a / "config.json").read_text())["model"]["noncentred"] is True
+    assert "noncentred" not in json.loads((tmp_path / "plain" / "config.json").read_text())["model"]
+    assert _rows(a) != _rows(tmp_path / "plain")
+    assert BeliefNetwork.load(a).noncentred is True and BeliefNetwork.load(tmp_path / "plain").noncentred is False
+    b = tmp_path / "b"
+    b.mkdir()
+    for f in a.iterdir():
+        if f.is_file():
+            shutil.copy(f, b / f.name)
+    run_chain(b, 0, stop_after=7)
+    run_chain(b, 0, stop_after=9)
+    run_chain(b, 0)
+    assert _rows(a) == _rows(b) and len(_rows(a)) == 10
+
+
+def test_cli_fit_noncentred_flag(tmp_path, capsys):
+    """``chefs fit --noncentred`` writes the option into the run's config; without the flag the key is absent."""
+    from chefs.cli import main
+
+    for flag, name in ((["--noncentred"], "nc"), ([], "plain")):
+        out = tmp_path / name
+        assert main(["fit", "--data", "ring", "--sweeps", "6", "--burn-in", "2", "--thin", "1", "--pilots", "1",
+                     "--no-progress", "--out", str(out), *flag]) == 0
+        model = json.loads((out / "config.json").read_text())["model"]
+        assert model.get("noncentred", False) is bool(flag)
+
+
+def test_table1_noncentred_label_and_runs(tmp_path):
+    """``chefs bench table1 --noncentred``: the rows are labelled ',noncentred' and the belief networks' runs
+    carry the option; without it the label and the runs do not."""
+    from chefs.bench.table1 import chain_settings, run_table1
+
+    settings, label = chain_settings(quick=True, noncentred=True)
+    assert settings["noncentred"] is True and label.endswith(",noncentred")
+    settings, label = chain_settings(quick=True)
+    assert settings["noncentred"] is False and "noncentred" not in label
+    with pytest.raises(ValueError, match="noncentred must be True or False"):
+        chain_settings(quick=True, noncentred="yes")
+    run_table1(tmp_path / "t", datasets=("iris",), models=("icp",), seeds=(0,), quick=True, log=lambda *a: None,
+               noncentred=True)
+    rows = (tmp_path / "t" / "table1.csv").read_text()
+    assert ",noncentred" in rows
+    configs = list((tmp_path / "t").rglob("config.json"))
+    assert configs and all(json.loads(c.read_text())["model"].get("noncentred") is True for c in configs)
