@@ -43,3 +43,14 @@ def rng():
 def shared_data_dir() -> Path:
     env = os.environ.get("CHEFS_DATA")
     return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+def chain_rows(run_dir, chain: int = 0) -> list:
+    """Every stored sample row of one chain of a run directory (resume tests compare them)."""
+    from chefs.mcmc.store import SQLiteStore
+
+    st = SQLiteStore(Path(run_dir) / f"chain-{chain}" / "samples.sqlite")
+    try:
+        return st.rows()
+    finally:
+        st.close()

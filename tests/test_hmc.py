@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +24,7 @@ from chefs.models import _hmc_kernels as K
 from chefs.models.hmc import ContinuousHMC
 from chefs.models.nlgbn import NLGBN
 
+from .conftest import chain_rows as _rows
 from .stats import Z
 
 RHO_PRIOR = (4.0, 1.0)  # informative enough that a wrong log-rho Jacobian shows (derivations 3.6)
@@ -219,16 +219,6 @@ def test_adaptation_freezes_after_the_burn_in():
         ContinuousHMC(0)
     with pytest.raises(ValueError, match="target_accept"):
         ContinuousHMC(5, target_accept=1.0)
-
-
-def _rows(run_dir):
-    from chefs.mcmc.store import SQLiteStore
-
-    st = SQLiteStore(Path(run_dir) / "chain-0" / "samples.sqlite")
-    try:
-        return st.rows()
-    finally:
-        st.close()
 
 
 def test_fit_with_hmc_resumes_bit_for_bit(tmp_path):
