@@ -61,6 +61,53 @@ def test_noncentred_stationarity_negative_controls(plant):
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
+def _posterior_invariance(plant=0, power=1.0, replicates=1000, seed=4):
+    """From exact joint draws, three rounds of the updates with the data held (no refresh: the updates target
+    the posterior given the data, so the joint is invariant); the test functions include one coupled to the data,
+    the observed units' precision-weighted residual sum of squares. The stationarity test above refreshes the data
+    after each step, so a kernel that ignores the data passes it (review, stop 46)."""
+    from chefs.mcmc.geweke import _icp_draw_state
+
+    rng = np.random.default_rng(seed)
+    model = _NonCentredOnly(rng.uniform(0.2, 0.8, size=(5, 1)), 16, rng, rho_prior=RHO_PRIOR, weight_var=4.0,
+                            likelihood_power=power)
+    model.noncentred_plant = plant
+    draw = _icp_draw_state(ChainConfig(1, 0.0, 1.0, 1.0, 1.0))
+
+    def functions(g):
+        obs = np.flatnonzero(g.alive & g.obs)
+        r = model.Y[obs] - model.MU[obs]
+        return {**model.test_functions(g), "obs_rss": float((model.rho[obs] * (r * r).sum(1)).sum())}
+
+    diffs = {}
+    for _ in range(replicates):
+        g = draw(rng)
+        model.forward(rng, g)
+        before = functions(g)
+        model.sweep(rng, g, None, None)
+        for k, v in functions(g).items():
+            diffs.setdefault(k, []).append(v - before[k])
+    return {k: np.mean(d) / (np.std(d, ddof=1) / np.sqrt(len(d))) if np.std(d) > 0 else 0.0
+            for k, d in diffs.items()}
+
+
+# Stop 46, seed 4, 1,000 replicates: max |z| 1.80 at power 1 and 1.69 at power 0.5 (the power posterior's slots;
+# RHO_PRIOR meets forward's condition a > N (1 - power) / 2); the children's likelihood dropped reads 7.94 here
+# and 1.15 in the refreshing stationarity test.
+@pytest.mark.parametrize("power", [1.0, 0.5])
+def test_noncentred_updates_leave_the_posterior_invariant(power):
+    zs = _posterior_invariance(power=power)
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_posterior_invariance_negative_control_no_data_term():
+    """The updates without the children's likelihood (the data's term) keep the prior and pass the refreshing
+    test above; the test with the data held catches them."""
+    assert max(abs(z) for z in _stationarity(plant=3).values()) < Z
+    zs = _posterior_invariance(plant=3)
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
 def test_full_sweep_with_noncentred_updates_leaves_the_joint_invariant():
     """The whole ICP sweep (activations, parameters, the non-centred updates, edges, births and deaths, orders,
     depth moves) from joint draws."""
@@ -135,3 +182,9 @@ def test_table1_noncentred_label_and_runs(tmp_path):
     assert ",noncentred" in rows
     configs = list((tmp_path / "t").rglob("config.json"))
     assert configs and all(json.loads(c.read_text())["model"].get("noncentred") is True for c in configs)
+    # noncentred=False is the default, not a belief-network setting given without a belief network (review)
+    run_table1(tmp_path / "k", datasets=("iris",), models=("kde",), seeds=(0,), quick=True, log=lambda *a: None,
+               noncentred=False)
+    with pytest.raises(ValueError, match="none of icp, cibp, ecibp"):
+        run_table1(tmp_path / "k2", datasets=("iris",), models=("kde",), seeds=(0,), quick=True,
+                   log=lambda *a: None, noncentred=True)

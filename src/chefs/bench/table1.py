@@ -296,7 +296,7 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred)
     if not set(models) & set(NETWORKS):
-        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred)):
+        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred or None)):
             raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails/--noncentred set the "
                              "belief networks' "
                              "chains, but none of icp, cibp, ecibp is among the models")

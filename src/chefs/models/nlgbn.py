@@ -116,7 +116,7 @@ class NLGBN:
     #: 2 tempers the hidden units' precisions too
     power_plant = 0
     #: tests only: planted errors in :meth:`noncentred_update` (tests/test_noncentred.py): 1 drops the log-rho
-    #: Jacobian, 2 drops the scale move's Jacobian g^(p + 1)
+    #: Jacobian, 2 drops the scale move's Jacobian g^(p + 1), 3 drops the children's likelihood (the data's term)
     noncentred_plant = 0
 
     def __init__(self, data: np.ndarray, capacity: int, rng: np.random.Generator, num_tries: int = 4,
@@ -599,6 +599,8 @@ class NLGBN:
             Yc = self.Y[ch]
 
             def children_loglik(y_h):
+                if self.noncentred_plant == 3:
+                    return 0.0
                 r = Yc - base - wc[:, None] * expit(y_h)[None, :]
                 return -0.5 * float(rc @ np.einsum("ij,ij->i", r, r))
 
