@@ -28,8 +28,8 @@ change). One sweep (``NLGBN.sweep``):
    weight is integrated out and then drawn from its conditional.
 
 With ``noncentred=True``, step 2 is followed by two slice-sampling updates per
-hidden unit with a child, in the coordinates eps_h = sqrt(rho_h) (Y_h - MU_h)
-held fixed: log rho_h, and a common scale of (b_h, W_.h) (docs/derivations.md
+hidden unit with a child, in the coordinates ``eps_h = sqrt(rho_h) (Y_h - MU_h)``
+held fixed: ``log rho_h``, and a common scale of ``(b_h, W_.h)`` (docs/derivations.md
 section 3.24).
 
 Derivations: docs/derivations.md section 3.
