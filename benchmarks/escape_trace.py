@@ -40,8 +40,10 @@ def state_summary(graph: dict, rng) -> tuple[int, float, float, float]:
     hidden = np.flatnonzero(~obs)
     roots = [h for h in hidden if not into[h]]
     inner = [h for h in hidden if into[h]]
-    mid = max((float(np.mean((lambda u: (u > 0.01) & (u < 0.99))(expit(b[h] + rng.normal(size=4000) / np.sqrt(rho[h])))))
-               for h in roots), default=float("nan"))
+    mid = float("nan")
+    for h in roots:  # the fraction of prior draws of u away from 0 and 1 (near 0: a coin)
+        u = expit(b[h] + rng.normal(size=4000) / np.sqrt(rho[h]))
+        mid = np.nanmax([mid, np.mean((u > 0.01) & (u < 0.99))])
     return (hidden.size, mid, max((rho[h] for h in inner), default=float("nan")),
             max((max(into[h]) for h in inner), default=float("nan")))
 

@@ -527,12 +527,10 @@ class BeliefNetwork:
         if isinstance(hmc_steps, bool) or int(hmc_steps) != hmc_steps or hmc_steps < 0:
             raise ValueError(f"hmc_steps must be a non-negative integer (0: no HMC), got {hmc_steps!r}")
         self.hmc_steps = int(hmc_steps)
-        from .models.nlgbn import check_likelihood_power
+        from .models.nlgbn import check_likelihood_power, check_noncentred
 
         self.likelihood_power = check_likelihood_power(likelihood_power, self.hmc_steps)
-        if not isinstance(noncentred, (bool, np.bool_)):
-            raise ValueError(f"noncentred must be True or False, got {noncentred!r}")
-        self.noncentred = bool(noncentred)
+        self.noncentred = check_noncentred(noncentred)
         for name, v, lo in (("pilots", pilots, 1), ("pilot_sweeps", pilot_sweeps, 1), ("pilot_draws", pilot_draws, 1)):
             if v is not None and (isinstance(v, bool) or int(v) != v or v < lo):
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")

@@ -224,8 +224,9 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     extra = ("" if margin == LEGACY_MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
     extra += ",rotate=auto" if rotate == "auto" else ",rotate" if rotate else ""
     extra += ",tails=auto" if tails == "auto" else ",tails" if tails else ""
-    if noncentred is not None and not isinstance(noncentred, (bool, np.bool_)):
-        raise ValueError(f"noncentred must be True or False, got {noncentred!r}")
+    from ..models.nlgbn import check_noncentred
+
+    noncentred = False if noncentred is None else check_noncentred(noncentred)
     extra += ",noncentred" if noncentred else ""
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"
@@ -248,7 +249,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     settings["pilots"] = int(pilots)
     settings["rotate"] = rotate
     settings["tails"] = tails
-    settings["noncentred"] = bool(noncentred)
+    settings["noncentred"] = noncentred
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
         return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)

@@ -112,7 +112,7 @@ def geweke_test(model, config: ChainConfig, num_forward: int, num_chain: int, rn
 
 
 def stationarity_test(model, config: ChainConfig, num_replicates: int, num_sweeps: int, rng: np.random.Generator,
-                      plant: int = 0, draw_state=None) -> dict:
+                      plant: int = 0, draw_state=None, refresh_data: bool = True) -> dict:
     """Joint-draw stationarity test; returns {function: z-score} (docs/derivations.md
     section 3.3).
 
@@ -124,6 +124,12 @@ def stationarity_test(model, config: ChainConfig, num_replicates: int, num_sweep
     standard error of the mean difference is honest (no batch means): this is
     the check to use where the single-chain test's autocorrelation is long
     (layered priors with heavy-tailed structure counts).
+
+    ``refresh_data=False`` holds the data through the sweeps instead: a sweep that
+    targets the posterior given the data leaves the joint invariant on its own. The
+    refreshing version cannot see a kernel that ignores the data (one that keeps the
+    prior passes it); with the data held, a test function coupled to the data catches
+    it (docs/derivations.md 3.24).
     """
     if int(num_replicates) != num_replicates or num_replicates < 2:
         raise ValueError(f"num_replicates must be an integer >= 2, got {num_replicates}")
@@ -139,7 +145,8 @@ def stationarity_test(model, config: ChainConfig, num_replicates: int, num_sweep
         state = ChainState(g, {"alpha": config.alpha, "gamma": config.gamma, "phi": config.phi}, rng)
         for _ in range(int(num_sweeps)):
             sweep(state, config, model, plant)
-            model.resample_data(rng, state.graph)
+            if refresh_data:
+                model.resample_data(rng, state.graph)
         after = _functions(model, state.graph)
         for k, v in before.items():
             diffs.setdefault(k, []).append(after[k] - v)

@@ -73,6 +73,13 @@ def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> 
     return -0.5 * math.log(d) + 0.5 * v * t * t / d, v * t / d, v / d
 
 
+def check_noncentred(value) -> bool:
+    """``noncentred`` (:meth:`NLGBN.noncentred_update`) as a bool; anything but True or False is refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"noncentred must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_likelihood_power(power, hmc_steps: int = 0) -> float:
     """The power of the observed units' likelihood: a number in (0, 1] (1: the posterior itself),
     and 1 when the joint HMC kernel runs (``hmc_steps`` > 0), which targets the untempered likelihood."""
@@ -124,9 +131,7 @@ class NLGBN:
                  bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm",
                  weight_prior=None, init_activations: str = "prior", hmc_steps: int = 0, hmc_adapt: int = 0,
                  hmc_plant: int = 0, likelihood_power: float = 1.0, noncentred: bool = False):
-        if not isinstance(noncentred, (bool, np.bool_)):
-            raise ValueError(f"noncentred must be True or False, got {noncentred!r}")
-        self.noncentred = bool(noncentred)
+        self.noncentred = check_noncentred(noncentred)
         if init_activations not in INIT_ACTIVATIONS:
             raise ValueError(f"init_activations must be one of {INIT_ACTIVATIONS}, got {init_activations!r}")
         self.init_activations = init_activations
