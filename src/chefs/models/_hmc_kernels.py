@@ -39,7 +39,8 @@ def logp_grad(q, grad, topo, obs, pptr, pidx, eoff, Y, U, MU, gY, vb, vw, a_rho,
     the observed rows of ``Y``/``U`` hold the data, every other row used is
     written here. ``plant`` (tests only): 1 drops the log-rho Jacobian (targets
     the wrong density), 2 drops the sigmoid's derivative factor (1 - u) from the
-    gradient passed to a hidden parent (a wrong gradient of the right density)."""
+    gradient passed to a hidden parent (a wrong gradient of the right density), 3 drops
+    the observed units' likelihood (targets the prior: a kernel that ignores the data)."""
     n = topo.shape[0]
     N = Y.shape[1]
     nb = 0
@@ -48,6 +49,7 @@ def logp_grad(q, grad, topo, obs, pptr, pidx, eoff, Y, U, MU, gY, vb, vw, a_rho,
             nb += N
     jac = 0.0 if plant == 1 else 1.0
     dsig = 0.0 if plant == 2 else 1.0
+    dat = 0.0 if plant == 3 else 1.0
     lp = 0.0
     ssr = np.zeros(n)
     # ---- forward (parents first)
@@ -69,7 +71,7 @@ def logp_grad(q, grad, topo, obs, pptr, pidx, eoff, Y, U, MU, gY, vb, vw, a_rho,
                 d = Y[i, t] - MU[i, t]
                 ss += d * d
             ssr[j] = ss
-            lp += 0.5 * N * lr - 0.5 * rho * ss
+            lp += dat * (0.5 * N * lr - 0.5 * rho * ss)
         else:
             s = math.exp(-0.5 * lr)
             eo = eoff[j]
@@ -98,8 +100,8 @@ def logp_grad(q, grad, topo, obs, pptr, pidx, eoff, Y, U, MU, gY, vb, vw, a_rho,
         rho = math.exp(lr)
         if obs[i]:
             for t in range(N):
-                gY[i, t] = rho * (Y[i, t] - MU[i, t])
-            grad[nb + n + j] = 0.5 * N - 0.5 * rho * ssr[j] + (a_rho - 1.0 + jac) - r_rho * rho
+                gY[i, t] = dat * rho * (Y[i, t] - MU[i, t])
+            grad[nb + n + j] = dat * (0.5 * N - 0.5 * rho * ssr[j]) + (a_rho - 1.0 + jac) - r_rho * rho
         else:
             s = math.exp(-0.5 * lr)
             eo = eoff[j]

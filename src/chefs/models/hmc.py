@@ -54,7 +54,8 @@ class ContinuousHMC:
     target_accept : float
         Mean acceptance probability the step size is adapted towards.
     plant : int
-        Tests only: a planted error in the target (1: no log-rho Jacobian).
+        Tests only: a planted error in the target (1: no log-rho Jacobian; 3: no observed units'
+        likelihood, i.e. the prior).
     """
 
     def __init__(self, num_steps: int = 20, adapt: int = 0, target_accept: float = 0.75, plant: int = 0):
