@@ -39,25 +39,35 @@ class _NonCentredOnly(_HMCOnly):
 
 # Stop 46, seed 4, 1,000 replicates: passing max |z| 1.57 (w_sq); the dropped log-rho Jacobian reads 12.2
 # (log_rho_all), the dropped scale Jacobian 15.3 (b_sq_hidden).
-def _stationarity(plant=0, replicates=1000, seed=4):
+def _config(free):
+    """One observed unit at theta = 0 (density estimation), or two with free orders (causal discovery: a hidden
+    unit may then have observed parents, whose weights the scale move moves)."""
+    return ChainConfig(2, None, 1.0, 1.0, 1.0) if free else ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
+
+
+def _stationarity(plant=0, replicates=1000, seed=4, free=False):
     rng = np.random.default_rng(seed)
-    model = _NonCentredOnly(rng.uniform(0.2, 0.8, size=(5, 1)), 16, rng, rho_prior=RHO_PRIOR, weight_var=4.0)
+    model = _NonCentredOnly(rng.uniform(0.2, 0.8, size=(5, 2 if free else 1)), 16, rng, rho_prior=RHO_PRIOR,
+                            weight_var=4.0)
     model.noncentred_plant = plant
-    return stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 2, rng)
+    return stationarity_test(model, _config(free), replicates, 2, rng)
 
 
-def test_noncentred_updates_leave_the_joint_invariant():
+# With free observed orders (stop 47, D = 2, same seed and size): passing 1.26 (mu_y_cov); plants 12.07, 14.81.
+@pytest.mark.parametrize("free", [False, True])
+def test_noncentred_updates_leave_the_joint_invariant(free):
     """From exact joint draws (structure from the ICP, parameters, activations and five data points forward),
     two rounds of three non-centred updates and a data refresh leave every test function's mean unchanged."""
-    zs = _stationarity()
+    zs = _stationarity(free=free)
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
+@pytest.mark.parametrize("free", [False, True])
 @pytest.mark.parametrize("plant", [1, 2])
-def test_noncentred_stationarity_negative_controls(plant):
+def test_noncentred_stationarity_negative_controls(plant, free):
     """The same test catches the log-rho update without its Jacobian (1) and the scale move without its
     Jacobian g^(p + 1) (2)."""
-    zs = _stationarity(plant=plant)
+    zs = _stationarity(plant=plant, free=free)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -71,31 +81,33 @@ class _NonCentredHeld(_NonCentredOnly):
         return {**super().test_functions(state), "obs_rss": float((self.rho[obs] * (r * r).sum(1)).sum())}
 
 
-def _posterior_invariance(plant=0, power=1.0, replicates=1000, seed=4):
+def _posterior_invariance(plant=0, power=1.0, replicates=1000, seed=4, free=False):
     """From exact joint draws, one sweep (three rounds of the updates) with the data held
     (``stationarity_test(refresh_data=False)``): the updates target the posterior given the data, so the joint is
     invariant. The refreshing test above cannot see the data's term (review, stop 46)."""
     rng = np.random.default_rng(seed)
-    model = _NonCentredHeld(rng.uniform(0.2, 0.8, size=(5, 1)), 16, rng, rho_prior=RHO_PRIOR, weight_var=4.0,
-                            likelihood_power=power)
+    model = _NonCentredHeld(rng.uniform(0.2, 0.8, size=(5, 2 if free else 1)), 16, rng, rho_prior=RHO_PRIOR,
+                            weight_var=4.0, likelihood_power=power)
     model.noncentred_plant = plant
-    return stationarity_test(model, ChainConfig(1, 0.0, 1.0, 1.0, 1.0), replicates, 1, rng, refresh_data=False)
+    return stationarity_test(model, _config(free), replicates, 1, rng, refresh_data=False)
 
 
 # Stop 46, seed 4, 1,000 replicates: max |z| 1.80 at power 1 and 1.69 at power 0.5 (the power posterior's slots;
 # RHO_PRIOR meets forward's condition a > N (1 - power) / 2); the children's likelihood dropped reads 7.94 here
 # and 1.15 in the refreshing stationarity test.
-@pytest.mark.parametrize("power", [1.0, 0.5])
-def test_noncentred_updates_leave_the_posterior_invariant(power):
-    zs = _posterior_invariance(power=power)
+# With free observed orders (stop 47, D = 2): 1.80 (log_rho_hidden); the plant 7.67 here and 1.89 refreshing.
+@pytest.mark.parametrize("power,free", [(1.0, False), (0.5, False), (1.0, True)])
+def test_noncentred_updates_leave_the_posterior_invariant(power, free):
+    zs = _posterior_invariance(power=power, free=free)
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
-def test_posterior_invariance_negative_control_no_data_term():
+@pytest.mark.parametrize("free", [False, True])
+def test_posterior_invariance_negative_control_no_data_term(free):
     """The updates without the children's likelihood (the data's term) keep the prior and pass the refreshing
     test above; the test with the data held catches them."""
-    assert max(abs(z) for z in _stationarity(plant=3).values()) < Z
-    zs = _posterior_invariance(plant=3)
+    assert max(abs(z) for z in _stationarity(plant=3, free=free).values()) < Z
+    zs = _posterior_invariance(plant=3, free=free)
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
@@ -179,3 +191,28 @@ def test_table1_noncentred_label_and_runs(tmp_path):
     with pytest.raises(ValueError, match="none of icp, cibp, ecibp"):
         run_table1(tmp_path / "k2", datasets=("iris",), models=("kde",), seeds=(0,), quick=True,
                    log=lambda *a: None, noncentred=True)
+
+
+def test_cli_discover_and_bench_causal_noncentred_flag(tmp_path, capsys):
+    """``chefs discover --noncentred`` writes the option into every chain's config and resumes with it;
+    ``chefs bench causal --noncentred`` runs the ICP with it and says so in causal.md."""
+    from chefs.cli import main
+
+    X = np.random.default_rng(0).normal(size=(80, 2))
+    X[:, 1] += X[:, 0]
+    data = tmp_path / "d.csv"
+    np.savetxt(data, X, delimiter=",", header="a,b", comments="")
+    for flag, name in ((["--noncentred"], "nc"), ([], "plain")):
+        run = tmp_path / name
+        assert main(["discover", "--data", str(data), "--out", str(run), "--sweeps", "12", "--burn-in", "4",
+                     "--thin", "2", "--chains", "1", "--no-progress", *flag]) == 0
+        assert json.loads((run / "config.json").read_text())["model"].get("noncentred", False) is bool(flag)
+    edges = (tmp_path / "nc" / "edges.csv").read_text()
+    (tmp_path / "nc" / "edges.csv").unlink()
+    assert main(["resume", str(tmp_path / "nc"), "--no-progress"]) == 0
+    assert (tmp_path / "nc" / "edges.csv").read_text() == edges
+    capsys.readouterr()
+    assert main(["bench", "causal", "--quick", "--methods", "icp", "--seeds", "0", "--no-real", "--noncentred",
+                 "--out", str(tmp_path / "b")]) == 0
+    assert "non-centred updates" in (tmp_path / "b" / "causal.md").read_text()
+    assert json.loads((tmp_path / "b" / "runs" / "seed0" / "config.json").read_text())["model"]["noncentred"] is True

@@ -63,6 +63,10 @@ def register(sub) -> None:
     d.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     d.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
+    d.add_argument("--noncentred", action="store_true",
+                   help="after each sweep's Gibbs updates, update every hidden unit's precision and incoming scale "
+                        "with its standardised noise held fixed (an exact kernel, as chefs fit --noncentred; "
+                        "docs/derivations.md 3.24)")
     d.add_argument("--threshold", type=float, default=0.5,
                    help="posterior probability above which an edge enters summary.graphml")
     d.add_argument("--max-columns", type=positive_int, default=MAX_COLUMNS,
@@ -125,7 +129,8 @@ def cmd_discover(args) -> int:
                           margin=args.margin, pilots=args.pilots, structure_warmup=args.warmup, start=args.start,
                           num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,
                           progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
-                          likelihood_power=args.likelihood_power, weight_prior=args.weight_prior)
+                          likelihood_power=args.likelihood_power, weight_prior=args.weight_prior,
+                          noncentred=args.noncentred)
     net.fit(X, names=names)
     from ..mcmc.diagnostics import write_netcdf
 
@@ -196,6 +201,8 @@ def register_bench(bench_subparsers) -> None:
                    help="the ICP's prior on the weights' precision (default: "
                         f"{_shape_rate(CAUSAL_WEIGHT_PRIOR)}, as chefs discover; 'none': "
                         "weights ~ N(0, 1) fixed, stops 26-43)")
+    c.add_argument("--noncentred", action="store_true",
+                   help="the ICP with the non-centred updates (as chefs discover --noncentred)")
     c.set_defaults(func=cmd_bench_causal)
 
 
@@ -213,7 +220,7 @@ def cmd_bench_causal(args) -> int:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
     run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real,
                   start=args.start, chains=args.chains, margin=args.margin, likelihood_power=args.likelihood_power,
-                  weight_prior=args.weight_prior)
+                  weight_prior=args.weight_prior, noncentred=args.noncentred)
     out = Path(args.out)
     print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
     print((out / "causal.md").read_text())
