@@ -356,3 +356,26 @@ def test_load_restores_the_runs_prior_and_hyperparameter_settings(tmp_path):
     i = BeliefNetwork.load(tmp_path / "i")
     assert i.prior == "icp" and i.sample_hyper == ("gamma",) and i.phi == 0.5
     assert runs["icp"].phi == 0.5
+
+
+def test_fit_needs_ten_rows_and_the_cli_refuses_fewer_without_touching_the_run(tmp_path, capsys):
+    """Fewer than ``MIN_FIT_ROWS`` rows: a ValueError from ``fit`` and, from ``chefs fit``, one line on stderr, exit
+    2, and an existing run directory left as it was (with ``--force`` too). Ten rows fit."""
+    from chefs.cli import main
+    from chefs.density import MIN_FIT_ROWS
+
+    X = np.random.default_rng(0).normal(size=(MIN_FIT_ROWS, 2))
+    kw = dict(sweeps=4, burn_in=2, thin=1, progress=False)
+    with pytest.raises(ValueError, match=f"at least {MIN_FIT_ROWS} rows"):
+        chefs.BeliefNetwork(out=tmp_path / "a", **kw).fit(X[:-1])
+    assert not (tmp_path / "a").exists()
+    chefs.BeliefNetwork(out=tmp_path / "b", **kw).fit(X)
+    small = tmp_path / "small.csv"
+    np.savetxt(small, X[:2], delimiter=",")
+    before = sorted(p.name for p in (tmp_path / "b").iterdir())
+    capsys.readouterr()
+    assert main(["fit", "--data", str(small), "--out", str(tmp_path / "b"), "--force", "--sweeps", "4",
+                 "--burn-in", "2", "--thin", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "at least 10 rows" in err and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == before

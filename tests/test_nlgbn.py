@@ -121,6 +121,29 @@ def test_geweke_negative_control_wrong_precision_conditional(monkeypatch):
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
+# The paper-priors Geweke run above has no control it catches (the structure plant reads 1.3-1.9 there, stop 45).
+# The joint-draw check below gives the paper's priors one: independent replicates from exact joint draws, 20 data
+# points, two sweeps each followed by a data refresh. Stop 47, seed 1, 1,000 replicates: passing max |z| 1.63
+# (depth); the precision conditional at three times the prior's rate 6.38 (log_rho_obs).
+def _paper_priors_stationarity():
+    from chefs.mcmc.geweke import stationarity_test
+
+    return stationarity_test(make_model(N=20), ChainConfig(1, 0.0, 1.0, 1.0, 1.0), 1000, 2, np.random.default_rng(1))
+
+
+def test_stationarity_from_joint_draws_paper_priors():
+    zs = _paper_priors_stationarity()
+    assert max(abs(z) for z in zs.values()) < Z, zs
+
+
+def test_stationarity_paper_priors_negative_control_wrong_precision_conditional(monkeypatch):
+    orig = NLGBN.update_parameters
+    monkeypatch.setattr(NLGBN, "update_parameters",
+                        lambda self, rng, state, priors: orig(self, rng, state, (priors[0], 3.0 * priors[1])))
+    zs = _paper_priors_stationarity()
+    assert max(abs(z) for z in zs.values()) > Z, zs
+
+
 def test_bad_data_rejected():
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError):

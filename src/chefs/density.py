@@ -61,6 +61,9 @@ TAILS = "auto"
 #: range between them goes onto [-1, 1] and each tail onto at most TAIL_LENGTH beside it (never stretched)
 TAIL_QUANTILE = 0.001
 TAIL_LENGTH = 0.1
+#: rows a belief network needs to fit (as causal discovery's ``check_causal_data``): fewer leave the unit map's range
+#: and every posterior to a handful of points (stop 45's CLI audit found a 2-row CSV accepted)
+MIN_FIT_ROWS = 10
 MIN_MARGIN = 1e-6  # below it 1 - margin rounds towards 1 and the logit of the data overflows
 
 
@@ -546,6 +549,8 @@ class BeliefNetwork:
         """Sample the posterior over structures, parameters and activations given ``X``
         (002 sections 3 and 4.1; docs/derivations.md sections 2 and 3.2)."""
         X = check_data(X)
+        if X.shape[0] < MIN_FIT_ROWS:
+            raise ValueError(f"a belief network needs at least {MIN_FIT_ROWS} rows (data points) to fit, got {X.shape[0]}")
         if self.structure_warmup >= self.sweeps:
             warnings.warn(f"structure_warmup ({self.structure_warmup}) covers all {self.sweeps} sweeps: the structure "
                           "stays at its start", UserWarning, stacklevel=2)
