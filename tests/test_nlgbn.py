@@ -91,9 +91,10 @@ SENSITIVE_SAMPLED_W = {"rho_prior": (4.0, 1.0), "weight_prior": (2.0, 8.0)}
 # controls read 8.97, 35.3 and 50.7 at 2,000 draws, and run at 1,000, 1,000 and 500 (6.62, 23.98,
 # 24.65). Until stop 36 the precision control ran at the paper priors, where it read only |z| 5.7
 # at 2,000 draws (seed 3; seeds 4 and 5: 4.46 and 3.74), so both paper-prior runs took 4,000 draws.
-# The paper-priors run now has no control at its own settings (that plant is weak there): it runs
+# The paper-priors run has no control at its own settings (that plant is weak there): it runs
 # the same update code as the informative run, whose three controls catch their plants, and serves
-# as a check at the defaults' priors, not as the suite's proof of power.
+# as a check at the defaults' priors, not as the suite's proof of power. Since stop 47 the joint-draw
+# check at the paper priors below has a control it catches.
 GW_PAPER_DRAWS, GW_INFORMATIVE_DRAWS = 2000, 2000
 
 
