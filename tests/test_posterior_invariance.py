@@ -35,7 +35,7 @@ from chefs.models import nlgbn as nl
 from chefs.models.nlgbn import NLGBN
 
 from .stats import Z
-from .test_causal import _CausalNLGBN
+from .test_causal import POWER, POWER_N, _CausalNLGBN, _PowerNLGBN
 from .test_hmc import RHO_PRIOR, _HMCOnly
 from .test_nlgbn import BIRTH_DEATH, SENSITIVE, _layered, _OneMoveOnly, make_model
 
@@ -68,6 +68,10 @@ class _HeldHMC(_Held, _HMCOnly):
 
 
 class _HeldCausal(_Held, _CausalNLGBN):
+    pass
+
+
+class _HeldPower(_Held, _PowerNLGBN):
     pass
 
 
@@ -128,34 +132,37 @@ def _full_sweep(kind, replicates, seed=1):
     """One full sweep from exact joint draws with the data held:
 
     * ``icp``: the default ICP sweep at 20 data points (activations, parameters, edge pass, 3 rounds of
-      births/deaths, order and depth moves);
+      births/deaths, order and depth moves); ``slice``: the same with the slice activation update;
     * ``hmc``: the same with HMC (``tests/test_hmc.py``'s full-sweep settings: 10 points, 5 leapfrog steps);
     * ``free2`` / ``free3``: free observed orders, 2 or 3 observed units, 40 points (``tests/test_causal.py``'s
-      settings: 20 rounds of the structure moves, reversals among them);
+      settings: 20 rounds of the structure moves, reversals among them); ``power``: the same at D = 2 under the
+      power posterior (``tests/test_causal.py``'s: 10 points, power 0.5, joint draws from the model whose posterior
+      it is);
     * ``cibp`` / ``ecibp``: the layered priors at their birth/death settings (200 points)."""
     rng = np.random.default_rng(seed)
-    if kind == "icp":
-        model = make_model(N=20, cls=_HeldNLGBN, **SENSITIVE)
+    if kind in ("icp", "slice"):
+        model = make_model(N=20, cls=_HeldNLGBN, activation_update="slice" if kind == "slice" else "mtm", **SENSITIVE)
         return stationarity_test(model, CONFIG, replicates, 1, rng, refresh_data=False)
     if kind == "hmc":
         model = _HeldNLGBN(rng.uniform(0.2, 0.8, size=(10, 1)), 16, rng, num_tries=4, structure_moves=3,
                            rho_prior=RHO_PRIOR, weight_var=4.0, hmc_steps=5)
         model.hmc.log_step = -2.0
         return stationarity_test(model, CONFIG, replicates, 1, rng, refresh_data=False)
-    if kind in ("free2", "free3"):
-        D = int(kind[-1])
-        model = _HeldCausal(rng.uniform(0.2, 0.8, size=(40, D)), 16, rng, num_tries=4, structure_moves=20,
-                            rho_prior=(4.0, 1.0), weight_var=4.0)
+    if kind in ("free2", "free3", "power"):
+        D, N = (2, POWER_N) if kind == "power" else (int(kind[-1]), 40)
+        cls, power = (_HeldPower, POWER) if kind == "power" else (_HeldCausal, 1.0)
+        model = cls(rng.uniform(0.2, 0.8, size=(N, D)), 16, rng, num_tries=4, structure_moves=20,
+                    rho_prior=(4.0, 1.0), weight_var=4.0, likelihood_power=power)
         return stationarity_test(model, ChainConfig(D, None, 1.0, 1.0, 1.0), replicates, 1, rng, refresh_data=False)
     model, prior = _layered(kind, **BIRTH_DEATH)
     return stationarity_test(model, ChainConfig(1, 0.0, weights=(1, 1, 0, 0)), replicates, 1, rng,
                              draw_state=lambda r: prior.state_from_dag(prior.sample(r, 1)), refresh_data=False)
 
 
-FULL = {"icp": 300, "hmc": 800, "free2": 300, "free3": 400, "cibp": 500, "ecibp": 500}
+FULL = {"icp": 300, "slice": 300, "hmc": 800, "free2": 300, "free3": 400, "power": 600, "cibp": 500, "ecibp": 500}
 
 
-# Stop 47, seed 1, data held: icp 1.52 (log_rho_obs), hmc 1.23 (num_edges), free2 1.72 (theta_obs), free3 1.46
+# Stop 47, seed 1, data held: icp 1.52 (log_rho_obs), slice 2.16 (b_obs), power 1.08 (confounded_01), hmc 1.23 (num_edges), free2 1.72 (theta_obs), free3 1.46
 # (num_confounders), cibp 1.58 (mu_y_cov), ecibp 2.03 (u_hidden_sum).
 @pytest.mark.parametrize("kind", list(FULL))
 def test_full_sweep_leaves_the_posterior_invariant(kind):
@@ -183,6 +190,10 @@ def _edge_pass_without_likelihood(monkeypatch):
     monkeypatch.setattr(nl._kern, "edge_pass", lambda *args: real(*args, 1))
 
 
+def _power_conditional_untempered_residuals(monkeypatch):
+    monkeypatch.setattr(NLGBN, "power_plant", 1)  # tests/test_causal.py's plant 1
+
+
 def _layered_edge_pass_without_likelihood(monkeypatch):
     real = nl._kern.collapsed
 
@@ -195,10 +206,12 @@ def _layered_edge_pass_without_likelihood(monkeypatch):
 
 # Each full sweep's check with the data held has power of its own (stop 47, seed 1, the passing runs' sizes):
 # icp with the observed units' parameters from their prior 14.22 (in_degree_obs), free2 with the edge pass
-# without its likelihood gain 8.42 (u_hidden_sum), ecibp with the layered edge pass without it 9.75 (num_nodes).
+# without its likelihood gain 8.42 (u_hidden_sum), ecibp with the layered edge pass without it 9.75 (num_nodes),
+# power with the observed precision's conditional tempering the count but not the residuals 31.72 (log_rho_obs).
 @pytest.mark.parametrize("kind,plant", [("icp", _observed_parameters_from_the_prior),
                                         ("free2", _edge_pass_without_likelihood),
-                                        ("ecibp", _layered_edge_pass_without_likelihood)])
+                                        ("ecibp", _layered_edge_pass_without_likelihood),
+                                        ("power", _power_conditional_untempered_residuals)])
 def test_full_sweep_with_the_data_held_negative_controls(monkeypatch, kind, plant):
     plant(monkeypatch)
     zs = _full_sweep(kind, FULL[kind])
