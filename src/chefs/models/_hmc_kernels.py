@@ -40,7 +40,8 @@ def logp_grad(q, grad, topo, obs, pptr, pidx, eoff, Y, U, MU, gY, vb, vw, a_rho,
     written here. ``plant`` (tests only): 1 drops the log-rho Jacobian (targets
     the wrong density), 2 drops the sigmoid's derivative factor (1 - u) from the
     gradient passed to a hidden parent (a wrong gradient of the right density), 3 drops
-    the observed units' likelihood (targets the prior: a kernel that ignores the data)."""
+    the observed units' likelihood (targets the prior, given the observed parents' values where observed units
+    are parents: a kernel that ignores the data)."""
     n = topo.shape[0]
     N = Y.shape[1]
     nb = 0
