@@ -35,6 +35,17 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     warm(os.environ["PYTEST_XDIST_WORKER"])
 
 
+class DataCoupled:
+    """Mixin for a model's test functions: adds ``obs_rss``, the observed units' precision-weighted residual sum of
+    squares, a function coupled to the data that the joint-draw checks with the data held need
+    (docs/derivations.md 3.25)."""
+
+    def test_functions(self, state):
+        obs = np.flatnonzero(state.alive & state.obs)
+        r = self.Y[obs] - self.MU[obs]
+        return {**super().test_functions(state), "obs_rss": float((self.rho[obs] * (r * r).sum(1)).sum())}
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261122)

@@ -15,6 +15,7 @@ from chefs.mcmc.geweke import stationarity_test
 from chefs.mcmc.run import run_chain
 from chefs.models.nlgbn import NLGBN
 
+from .conftest import DataCoupled
 from .conftest import chain_rows as _rows
 from .stats import Z
 from .test_hmc import _HMCOnly
@@ -71,14 +72,8 @@ def test_noncentred_stationarity_negative_controls(plant, free):
     assert max(abs(z) for z in zs.values()) > Z, zs
 
 
-class _NonCentredHeld(_NonCentredOnly):
-    """The same sweep, with a test function coupled to the data: the observed units' precision-weighted residual
-    sum of squares."""
-
-    def test_functions(self, state):
-        obs = np.flatnonzero(state.alive & state.obs)
-        r = self.Y[obs] - self.MU[obs]
-        return {**super().test_functions(state), "obs_rss": float((self.rho[obs] * (r * r).sum(1)).sum())}
+class _NonCentredHeld(DataCoupled, _NonCentredOnly):
+    """The same sweep, with a test function coupled to the data (``obs_rss``)."""
 
 
 def _posterior_invariance(plant=0, power=1.0, replicates=1000, seed=4, free=False):

@@ -35,6 +35,7 @@ from chefs.mcmc.geweke import stationarity_test
 from chefs.models import nlgbn as nl
 from chefs.models.nlgbn import NLGBN
 
+from .conftest import DataCoupled
 from .stats import Z
 from .test_causal import POWER, POWER_N, _CausalNLGBN, _PowerNLGBN
 from .test_hmc import RHO_PRIOR, _HMCOnly
@@ -43,36 +44,23 @@ from .test_nlgbn import BIRTH_DEATH, SENSITIVE, _layered, _OneMoveOnly, make_mod
 CONFIG = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
 
 
-def _obs_rss(model, state):
-    obs = np.flatnonzero(state.alive & state.obs)
-    r = model.Y[obs] - model.MU[obs]
-    return float((model.rho[obs] * (r * r).sum(1)).sum())
-
-
-class _Held:
-    """Adds ``obs_rss`` to a model's test functions."""
-
-    def test_functions(self, state):
-        return {**super().test_functions(state), "obs_rss": _obs_rss(self, state)}
-
-
-class _HeldNLGBN(_Held, NLGBN):
+class _HeldNLGBN(DataCoupled, NLGBN):
     pass
 
 
-class _HeldOneMove(_Held, _OneMoveOnly):
+class _HeldOneMove(DataCoupled, _OneMoveOnly):
     pass
 
 
-class _HeldHMC(_Held, _HMCOnly):
+class _HeldHMC(DataCoupled, _HMCOnly):
     pass
 
 
-class _HeldCausal(_Held, _CausalNLGBN):
+class _HeldCausal(DataCoupled, _CausalNLGBN):
     pass
 
 
-class _HeldPower(_Held, _PowerNLGBN):
+class _HeldPower(DataCoupled, _PowerNLGBN):
     pass
 
 

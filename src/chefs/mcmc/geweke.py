@@ -128,8 +128,8 @@ def stationarity_test(model, config: ChainConfig, num_replicates: int, num_sweep
     ``refresh_data=False`` holds the data through the sweeps instead: a sweep that
     targets the posterior given the data leaves the joint invariant on its own. The
     refreshing version cannot see a kernel that ignores the data (one that keeps the
-    prior passes it); with the data held, a test function coupled to the data catches
-    it (docs/derivations.md 3.24).
+    prior passes it) when the kernel runs alone; with the data held, a test function
+    coupled to the data catches it (docs/derivations.md 3.25).
     """
     if int(num_replicates) != num_replicates or num_replicates < 2:
         raise ValueError(f"num_replicates must be an integer >= 2, got {num_replicates}")
