@@ -106,16 +106,18 @@ def test_geweke_full_sampler(priors, n):
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
+def _precision_rate_tripled(monkeypatch):
+    """Plant: the Gamma conditional of every precision with three times the prior's rate."""
+    orig = NLGBN.update_parameters
+    monkeypatch.setattr(NLGBN, "update_parameters",
+                        lambda self, rng, state, priors: orig(self, rng, state, (priors[0], 3.0 * priors[1])))
+
+
 def test_geweke_negative_control_wrong_precision_conditional(monkeypatch):
     """Plant an error in the Gamma conditional of rho: three times the prior's rate (3 where the
     informative prior Gamma(4, 1) says 1), at the settings of the informative passing run with a
     quarter of its draws: max |z| 24.65 at these 500 (37.3 at 1,000, 50.7 at 2,000; log_rho_obs)."""
-    orig = NLGBN.update_parameters
-
-    def planted(self, rng, state, priors):
-        return orig(self, rng, state, (priors[0], 3.0 * priors[1]))
-
-    monkeypatch.setattr(NLGBN, "update_parameters", planted)
+    _precision_rate_tripled(monkeypatch)
     config = ChainConfig(1, 0.0, 1.0, 1.0, 1.0)
     n = GW_INFORMATIVE_DRAWS // 4
     zs = geweke_test(make_model(**SENSITIVE_SAMPLED_W), config, n, n, np.random.default_rng(3), **GW)
@@ -138,9 +140,7 @@ def test_stationarity_from_joint_draws_paper_priors():
 
 
 def test_stationarity_paper_priors_negative_control_wrong_precision_conditional(monkeypatch):
-    orig = NLGBN.update_parameters
-    monkeypatch.setattr(NLGBN, "update_parameters",
-                        lambda self, rng, state, priors: orig(self, rng, state, (priors[0], 3.0 * priors[1])))
+    _precision_rate_tripled(monkeypatch)
     zs = _paper_priors_stationarity()
     assert max(abs(z) for z in zs.values()) > Z, zs
 
