@@ -165,24 +165,12 @@ def warm_up(configs, train):
 
 
 def reference_rows(name, train, test, seed):
-    """DP-GMM and KDE with Table 1's code and streams, timed; the truth's row."""
-    from chefs.bench.table1 import MODELS, fit_dpgmm, fit_kde
-    from chefs.datasets import DATASETS as SPECS, synthetic, true_heldout_loglik
-    from chefs.evaluation import hellinger
+    """DP-GMM and KDE with Table 1's code and streams, timed; the truth's row (``chefs compare``'s rows)."""
+    from chefs.bench.compare import peer_rows
 
-    rows = []
-    for model, fit in (("dpgmm", fit_dpgmm), ("kde", fit_kde)):
-        rng = np.random.default_rng([seed, 1, 2 + MODELS.index(model)])
-        t0 = time.process_time()
-        fantasy, ll = fit(train, test, test.shape[0], rng)
-        rows.append({"model": model, "config": "", "sweep": "", "samples": "", "cpu_seconds": time.process_time() - t0,
-                     "hellinger": hellinger(fantasy, test), "heldout_loglik": ll, "note": ""})
-    if SPECS[name].kind == "synthetic":
-        fresh = synthetic.GENERATORS[name](test.shape[0], np.random.default_rng([seed, 99]))
-        rows.append({"model": "truth", "config": "", "sweep": "", "samples": "", "cpu_seconds": "",
-                     "hellinger": hellinger(fresh, test), "heldout_loglik": true_heldout_loglik(name, seed),
-                     "note": "HD: a fresh draw of the generator against the test set"})
-    return rows
+    rows, _ = peer_rows(train, test, seed, name=name)
+    return [{**r, "config": "", "sweep": "", "samples": "",
+             "cpu_seconds": "" if r["model"] == "truth" else r["cpu_seconds"]} for r in rows]
 
 
 def run(out, datasets, seeds, configs, sweeps, thin, max_train, data_dir=None, log=print, heldout_draws=32):

@@ -1,4 +1,4 @@
-"""``chefs fit``, ``chefs fantasy``, ``chefs plot``: density estimation with an
+"""``chefs fit``, ``chefs fantasy``, ``chefs plot``, ``chefs compare``: density estimation with an
 ICP-structured belief network."""
 
 from __future__ import annotations
@@ -108,6 +108,21 @@ def register(sub) -> None:
                     help="fantasy data from these chains' samples only (default: all chains, pooled)")
     pl.set_defaults(func=cmd_plot)
 
+    from ..bench.compare import PEERS
+
+    co = sub.add_parser("compare", help="a fitted run beside DP-GMM, KDE and (synthetic sets) the truth: HD, "
+                        "held-out, CPU", description="The run's Hellinger distance to the test data and held-out "
+                        "log-likelihood per point, beside scikit-learn's Dirichlet-process Gaussian mixture and a "
+                        "cross-validated kernel density estimate fitted to the run's own training data by Table 1's "
+                        "code, and, on the synthetic sets, the true density. Prints the table; writes compare.csv "
+                        "and compare.png (test data and each model's fantasy data on the same axes). Needs a run "
+                        "of `chefs fit` on a named data set (it keeps the test split).")
+    co.add_argument("run")
+    co.add_argument("--peers", type=_peer_list, default=PEERS, metavar="NAMES",
+                    help=f"comma-separated estimators to fit beside the run (default {','.join(PEERS)})")
+    co.add_argument("--out", default=None, help="output directory (default: RUN/compare)")
+    co.set_defaults(func=cmd_compare)
+
 
 def load_data(name: str, data_dir=None, seed: int = 0):
     """(train, test or None, label) for a data set name or a CSV path."""
@@ -162,11 +177,15 @@ def cmd_fit(args) -> int:
                         **({} if args.pilots is None else {"pilots": args.pilots}),
                         pilot_sweeps=args.pilot_sweeps,
                         **({} if args.pilot_draws is None else {"pilot_draws": args.pilot_draws}))
+    clock = _Clock()
+    finished = False
     try:
         net.fit(train)
+        finished = True
     finally:  # also on Ctrl-C or a crash once the run exists: `chefs resume` then has the test split and names
         if getattr(net, "run_dir_", None) is not None:  # not when the fit stopped before creating the run
             _write_data_files(out, args.data, test, label)
+            _write_fit_record(out, label, args.split_seed, clock, finished and args.scheduler is None)
     from ..mcmc.diagnostics import write_netcdf
 
     write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs
@@ -209,6 +228,41 @@ def cmd_fit(args) -> int:
     return 0
 
 
+class _Clock:
+    """Wall and CPU seconds since it was made; CPU of this process and of its finished child processes
+    (the chains of ``--chains`` > 1 run in worker processes)."""
+
+    def __init__(self):
+        import time
+
+        self._wall, self._cpu = time.perf_counter(), self._cpu_now()
+
+    @staticmethod
+    def _cpu_now() -> float:
+        import resource
+
+        return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                      resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    def seconds(self) -> tuple[float, float]:
+        import time
+
+        return time.perf_counter() - self._wall, self._cpu_now() - self._cpu
+
+
+def _write_fit_record(out: Path, label: str, split_seed, clock: _Clock, finished: bool) -> None:
+    """``RUN/fit.json``: the data set, its split seed (named sets), and the fit's wall and CPU seconds
+    (``chefs compare`` reports them beside the peers'). Times only for a fit that ran to its end in this
+    process and its workers (not on a Dask cluster, whose workers' CPU this process cannot see)."""
+    from ..bench.compare import FIT_FILE
+
+    wall, cpu = clock.seconds()
+    record = {"data": label, "split_seed": None if not (out / "test.npy").exists() else (split_seed or 0)}
+    if finished:
+        record.update(wall_seconds=round(wall, 2), cpu_seconds=round(cpu, 2))
+    (out / FIT_FILE).write_text(json.dumps(record) + "\n")
+
+
 def _write_data_files(out: Path, data: str, test, label: str) -> None:
     """The data's column names, test split and label, next to the run."""
     from ..datasets import DATASETS
@@ -222,6 +276,29 @@ def _write_data_files(out: Path, data: str, test, label: str) -> None:
     if test is not None:
         np.save(out / "test.npy", test)
     (out / "dataset.txt").write_text(label + "\n")
+
+
+def _peer_list(text: str) -> tuple:
+    from ..bench import check_names
+    from ..bench.compare import PEERS
+
+    try:
+        return tuple(check_names([t.strip() for t in text.split(",") if t.strip()], PEERS, "--peers", "peer"))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def cmd_compare(args) -> int:
+    from ..bench.compare import compare_run, format_table, write_compare
+
+    run = Path(args.run)
+    out = Path(args.out) if args.out else run / "compare"
+    refuse_file_as_dir(out)
+    rows, fantasies, test = compare_run(run, peers=args.peers)
+    print(format_table(rows))
+    for path in write_compare(out, rows, fantasies, test, _column_names(run, test.shape[1])):
+        print(f"wrote {path}")
+    return 0
 
 
 def _columns(text: str):
