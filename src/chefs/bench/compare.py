@@ -6,12 +6,15 @@ For a run of ``chefs fit`` on a named data set (which keeps its test split in th
   many fantasy points as test points against the test points), and its **held-out log-likelihood** per point;
 * the peers, fitted to the run's own training data by Table 1's code and random streams
   (:func:`chefs.bench.table1.fit_dpgmm`, :func:`chefs.bench.table1.fit_kde`): scikit-learn's Dirichlet-process
-  Gaussian mixture and a kernel density estimate with its bandwidth chosen by 5-fold cross-validation;
+  Gaussian mixture and a kernel density estimate with its bandwidth chosen by 5-fold cross-validation. On a split
+  that Table 1's full settings use whole (every set but the quick settings' subsamples), their numbers are Table
+  1's cells of that split;
 * on the synthetic sets, the **truth**: a fresh draw of the generator against the test data (the rule's noise floor)
   and the generator's own mean log-density of the test points (the best held-out value a model can reach on
   average);
 * the CPU seconds of each: the peers' fits timed here, the belief network's from the ``chefs fit`` command that made
-  the run (``fit.json``; not known for runs made before it was written, or finished by ``chefs resume``).
+  the run (``fit.json``; not known for runs made before it was written, fits that did not run to their end in one
+  command, or chains on a Dask cluster).
 
 The belief network's fantasy data use the run's own seed, so its HD is the one ``chefs fit`` printed. Nothing in
 the run is changed; the table and a picture go to their own directory.
@@ -39,6 +42,36 @@ def fit_record(run_dir) -> dict:
     return json.loads(p.read_text()) if p.is_file() else {}
 
 
+class FitClock:
+    """Wall and CPU seconds since it was made: CPU of this process and of its finished child processes
+    (the chains of ``--chains`` > 1 run in worker processes, which the fit reaps before it returns)."""
+
+    def __init__(self):
+        self._wall, self._cpu = time.perf_counter(), self._cpu_now()
+
+    @staticmethod
+    def _cpu_now() -> float:
+        import resource
+
+        return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                      resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    def seconds(self) -> tuple[float, float]:
+        return time.perf_counter() - self._wall, self._cpu_now() - self._cpu
+
+
+def write_fit_record(run_dir, data: str, split_seed: int | None, clock: FitClock, timed: str | None) -> None:
+    """``RUN/fit.json``: the data set, its split seed (None: a CSV fitted on all its rows), and, when ``timed`` is
+    None, the fit's wall and CPU seconds; otherwise ``timed`` says why they are not known."""
+    wall, cpu = clock.seconds()
+    record = {"data": data, "split_seed": split_seed}
+    if timed is None:
+        record.update(wall_seconds=round(wall, 2), cpu_seconds=round(cpu, 2))
+    else:
+        record["untimed"] = timed
+    (Path(run_dir) / FIT_FILE).write_text(json.dumps(record) + "\n")
+
+
 def peer_rows(train: np.ndarray, test: np.ndarray, split_seed: int = 0, peers=PEERS, name: str | None = None):
     """DP-GMM and KDE fitted to ``train``, scored on ``test``, timed; plus the truth's row when ``name`` is a
     synthetic data set. Returns ``(rows, fantasies)``: dicts with :data:`COLUMNS`, and each model's fantasy
@@ -48,11 +81,11 @@ def peer_rows(train: np.ndarray, test: np.ndarray, split_seed: int = 0, peers=PE
     from ..evaluation import hellinger
     from .table1 import MODELS, fit_dpgmm, fit_kde
 
+    from . import check_names
+
     fits = {"dpgmm": fit_dpgmm, "kde": fit_kde}
     rows, fantasies = [], {}
-    for model in peers:
-        if model not in fits:
-            raise ValueError(f"unknown peer {model!r}; choose from {', '.join(PEERS)}")
+    for model in check_names(peers, PEERS, "peers", "peer"):
         rng = np.random.default_rng([split_seed, 1, 2 + MODELS.index(model)])  # Table 1's stream of the model
         t0 = time.process_time()
         fantasy, ll = fits[model](train, test, test.shape[0], rng)
@@ -69,38 +102,56 @@ def peer_rows(train: np.ndarray, test: np.ndarray, split_seed: int = 0, peers=PE
     return rows, fantasies
 
 
-def compare_run(run_dir, peers=PEERS, num_is: int = 64):
+def compare_run(run_dir, peers=PEERS):
     """The run of ``chefs fit`` at ``run_dir`` beside ``peers`` (module docstring).
 
-    Returns ``(rows, fantasies, test)``. Raises ``ValueError`` for a run without a test split (fitted on a CSV
-    file), a conditional run (``--inputs``), or a run that is not finished."""
+    Returns ``(rows, fantasies, test)``. Raises ``ValueError`` for what it cannot score: not a run of ``chefs fit``
+    (or one of ``chefs discover``), a run without a test split (fitted on all rows of a CSV file), a conditional
+    run (``--inputs``), a run whose chains have not finished."""
+    from ..causal import is_causal_run
     from ..density import BeliefNetwork
     from ..evaluation import hellinger
+    from ..runkind import other_run_message, run_kind
 
     run = Path(run_dir)
-    if not (run / "config.json").is_file():
-        raise ValueError(f"{str(run)!r} is not a run directory of `chefs fit` (no config.json)")
+    if run_kind(run) != "chefs fit":
+        raise ValueError(other_run_message(run, "chefs fit")
+                         or f"{str(run)!r} is not a run directory of `chefs fit` (no config.json of one)")
+    if is_causal_run(run):
+        raise ValueError(f"{str(run)!r} is a run of `chefs discover`; `chefs compare` scores density estimates "
+                         "against a test split (`chefs fit --data NAME`)")
     if not (run / "test.npy").is_file():
         raise ValueError(f"{str(run)!r} has no test split: `chefs compare` scores against the test half of a named "
                          "data set, and this run was fitted on all rows of a CSV file (fit on a named data set, or "
                          "on `chefs data show NAME --out-train F.csv`'s half, to compare)")
-    net = BeliefNetwork.load(run)
-    if net.inputs:
+    if json.loads((run / "unitmap.json").read_text()).get("inputs"):
         raise ValueError(f"{str(run)!r} models p(outputs | inputs) (--inputs); the peers are joint densities, so "
                          "`chefs compare` needs a run without --inputs")
+    config = json.loads((run / "config.json").read_text())
+    unfinished = [c for c in range(int(config.get("chains", 1))) if not (run / f"chain-{c}" / "done").exists()]
+    if unfinished:
+        raise ValueError(f"{str(run)!r} is unfinished (chain(s) {unfinished}): `chefs resume {run}` finishes it, "
+                         "then compare")
+    net = BeliefNetwork.load(run)
     test = np.load(run / "test.npy")
     train = np.load(run / "train.npy")
     record = fit_record(run)
-    config = json.loads((run / "config.json").read_text())
     name = (run / "dataset.txt").read_text().strip() if (run / "dataset.txt").is_file() else None
-    fantasy = net.sample(test.shape[0], rng=int(config.get("seed", 0)))  # the fantasy `chefs fit` scored
-    prior = config.get("model", {}).get("structure_prior", {}).get("name", "icp")
+    fantasy = net.sample(test.shape[0], rng=int(config.get("seed", 0)))  # the fantasy and held-out value that
+    prior = config.get("model", {}).get("structure_prior", {}).get("name", "icp")  # `chefs fit` printed
     cpu = record.get("cpu_seconds")
-    rows = [{"model": f"{prior} (this run)", "hellinger": hellinger(fantasy, test),
-             "heldout_loglik": float(np.mean(net.score_samples(test, num_is=num_is))),
-             "cpu_seconds": float("nan") if cpu is None else float(cpu),
-             "note": "" if cpu is not None else "CPU of the fit not recorded (an older run, or finished by resume)"}]
-    peer, fantasies = peer_rows(train, test, int(record.get("split_seed", 0)), peers, name)
+    if cpu is not None:
+        note = ""
+    elif record:
+        note = f"CPU of the fit not known: {record.get('untimed', 'not recorded')}"
+    else:
+        note = "CPU of the fit not known: a run made before `chefs fit` wrote fit.json"
+    rows = [{"model": f"{prior} (this run)", "hellinger": hellinger(fantasy, test), "heldout_loglik": net.score(test),
+             "cpu_seconds": float("nan") if cpu is None else float(cpu), "note": note}]
+    peer, fantasies = peer_rows(train, test, int(record.get("split_seed") or 0), peers, name)
+    if not record:
+        for r in peer:
+            r["note"] = (r["note"] + "; " if r["note"] else "") + "no fit.json: split seed 0 assumed for the streams"
     return rows + peer, {rows[0]["model"]: fantasy, **fantasies}, test
 
 
@@ -128,7 +179,7 @@ def write_compare(out, rows, fantasies, test, names=None) -> list[Path]:
     with open(out / "compare.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
         w.writeheader()
-        w.writerows(rows)
+        w.writerows({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()} for r in rows)
     D = test.shape[1]
     if D <= 2:
         project, labels = (lambda X: X), list(names or [f"column {j}" for j in range(D)])

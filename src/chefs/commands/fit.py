@@ -177,15 +177,19 @@ def cmd_fit(args) -> int:
                         **({} if args.pilots is None else {"pilots": args.pilots}),
                         pilot_sweeps=args.pilot_sweeps,
                         **({} if args.pilot_draws is None else {"pilot_draws": args.pilot_draws}))
-    clock = _Clock()
-    finished = False
+    from ..bench.compare import FitClock, write_fit_record
+
+    clock, untimed = FitClock(), "the fit did not run to its end (interrupted or failed; `chefs resume` finished it)"
     try:
         net.fit(train)
-        finished = True
+        stopped = [r["chain"] for r in getattr(net, "chain_results_", []) if r.get("stopped")]
+        untimed = (f"chain(s) {stopped} stopped by the stop file" if stopped else
+                   "the chains ran on a Dask cluster, whose workers' CPU this process cannot see" if args.scheduler
+                   else None)
     finally:  # also on Ctrl-C or a crash once the run exists: `chefs resume` then has the test split and names
         if getattr(net, "run_dir_", None) is not None:  # not when the fit stopped before creating the run
             _write_data_files(out, args.data, test, label)
-            _write_fit_record(out, label, args.split_seed, clock, finished and args.scheduler is None)
+            write_fit_record(out, label, None if test is None else (args.split_seed or 0), clock, untimed)
     from ..mcmc.diagnostics import write_netcdf
 
     write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs
@@ -226,41 +230,6 @@ def cmd_fit(args) -> int:
         print(f"Hellinger(fantasy, test) = {hellinger(fantasy, test):.4f}   "
               f"baseline Hellinger(train, test) = {hellinger(train, test):.4f}")
     return 0
-
-
-class _Clock:
-    """Wall and CPU seconds since it was made; CPU of this process and of its finished child processes
-    (the chains of ``--chains`` > 1 run in worker processes)."""
-
-    def __init__(self):
-        import time
-
-        self._wall, self._cpu = time.perf_counter(), self._cpu_now()
-
-    @staticmethod
-    def _cpu_now() -> float:
-        import resource
-
-        return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                      resource.getrusage(resource.RUSAGE_CHILDREN)))
-
-    def seconds(self) -> tuple[float, float]:
-        import time
-
-        return time.perf_counter() - self._wall, self._cpu_now() - self._cpu
-
-
-def _write_fit_record(out: Path, label: str, split_seed, clock: _Clock, finished: bool) -> None:
-    """``RUN/fit.json``: the data set, its split seed (named sets), and the fit's wall and CPU seconds
-    (``chefs compare`` reports them beside the peers'). Times only for a fit that ran to its end in this
-    process and its workers (not on a Dask cluster, whose workers' CPU this process cannot see)."""
-    from ..bench.compare import FIT_FILE
-
-    wall, cpu = clock.seconds()
-    record = {"data": label, "split_seed": None if not (out / "test.npy").exists() else (split_seed or 0)}
-    if finished:
-        record.update(wall_seconds=round(wall, 2), cpu_seconds=round(cpu, 2))
-    (out / FIT_FILE).write_text(json.dumps(record) + "\n")
 
 
 def _write_data_files(out: Path, data: str, test, label: str) -> None:
