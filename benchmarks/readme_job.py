@@ -117,10 +117,11 @@ def plot(out: Path, rows, arms, path, target: float) -> None:
             X = BeliefNetwork.load(run_dir).sample(test.shape[0], rng=s)
             ax.scatter(X[:, 0], X[:, 1], s=0.3, alpha=0.4, color="C0" if float(r["hd"]) <= target else "C3")
             ax.set_title(f"seed {s}: HD {float(r['hd']):.3f}", fontsize=7)
-            if j == 0:
-                ax.set_ylabel(arm, fontsize=8)
-    fig.suptitle(f"README job: fantasy data per chain seed (blue: HD within 1.2 x DP-GMM = {target:.3f}; red: not)",
-                 fontsize=9)
+            if j == 0:  # the arm's name and its flags
+                ax.set_ylabel("\n".join([arm, *(" ".join(arms[arm]).replace(" --", "\n--").split("\n"))]).strip(),
+                              fontsize=7)
+    fig.suptitle(f"README job, fantasy data per chain seed\nblue: HD within 1.2 x DP-GMM = {target:.3f}; red: not",
+                 fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
