@@ -343,3 +343,27 @@ def test_table1_interrupt_points_to_resume(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(table1, "run_table1", interrupted)
     assert main(["bench", "table1", "--out", str(tmp_path / "t"), "--datasets", "ring", "--quick"]) == 130
     assert "--resume" in capsys.readouterr().err
+
+
+def test_table1_pilot_draws_label_and_runs(tmp_path, capsys):
+    """``chefs bench table1 --pilot-draws D``: the rows are labelled ',pilot_draws=D' and the belief networks'
+    runs carry it (stop 48's candidate default with --noncentred); 32, the default, leaves the label as before."""
+    from chefs.bench.table1 import chain_settings
+
+    settings, label = chain_settings(quick=True, pilot_draws=512)
+    assert settings["pilot_draws"] == 512 and label.endswith(",pilot_draws=512")
+    settings, label = chain_settings(quick=True, pilot_draws=32)
+    assert settings["pilot_draws"] == 32 and "pilot_draws" not in label
+    for bad in (0, -1, 2.5, True, "512"):
+        with pytest.raises(ValueError, match="pilot_draws must be a positive integer"):
+            chain_settings(quick=True, pilot_draws=bad)
+    out = tmp_path / "t"
+    assert main(["bench", "table1", "--out", str(out), "--datasets", "iris", "--models", "icp", "--seeds", "1",
+                 "--quick", "--noncentred", "--pilot-draws", "64"]) == 0
+    assert ",noncentred,pilot_draws=64" in (out / "table1.csv").read_text()
+    configs = list(out.rglob("config.json"))
+    assert configs and all(json.loads(c.read_text())["model"]["pilot_draws"] == 64 for c in configs)
+    capsys.readouterr()
+    assert main(["bench", "table1", "--out", str(tmp_path / "k"), "--datasets", "iris", "--models", "kde",
+                 "--quick", "--pilot-draws", "64"]) == 2
+    assert "--pilot-draws" in capsys.readouterr().err

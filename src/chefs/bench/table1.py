@@ -136,7 +136,7 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
     sections 3 and 3.4)."""
     import tempfile
 
-    from ..density import BeliefNetwork
+    from ..density import PILOT_DRAWS, BeliefNetwork
 
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +147,8 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
                             chains=chains, seed=int(rng.integers(2**31)), out=run, force=True, progress=False,
                             checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
                             pilots=settings["pilots"], rotate=settings["rotate"],
-                            tails=settings["tails"], noncentred=settings.get("noncentred", False))
+                            tails=settings["tails"], noncentred=settings.get("noncentred", False),
+                            pilot_draws=settings.get("pilot_draws", PILOT_DRAWS))
         net.fit(train)  # the samples are in memory from here on
         if out is not None:
             _replace_dir(run, Path(out))
@@ -186,7 +187,7 @@ TOY = ("ring", "two-moons", "pinwheel")  # 2-D sets drawn in fantasy_toy.png
 
 
 def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None, pilots=None,
-                   rotate=None, tails=None, noncentred=None) -> tuple[dict, str]:
+                   rotate=None, tails=None, noncentred=None, pilot_draws=None) -> tuple[dict, str]:
     """The belief networks' settings and their label for the CSV's ``settings`` column.
 
     ``sweeps``/``burn_in``/``thin`` override the quick or full chains of all three
@@ -209,8 +210,11 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     axes (default :data:`chefs.density.TAILS`, with the rotation), labelled ``",tails"`` when on and
     ``",tails=auto"`` when they go with the rotation (every run before stop 40 had them off).
     ``noncentred``: the non-centred updates of each hidden unit's precision and incoming scale
-    (docs/derivations.md 3.24), labelled ``",noncentred"`` when on (default off)."""
-    from ..density import LEGACY_MARGIN, MARGIN, PILOTS, ROTATE, TAILS, check_margin, check_rotate, check_tails
+    (docs/derivations.md 3.24), labelled ``",noncentred"`` when on (default off). ``pilot_draws``: importance
+    draws of the score that ranks each chain's pilots (default :data:`chefs.density.PILOT_DRAWS`, 32),
+    labelled ``",pilot_draws=D"`` when not 32 (docs/derivations.md 3.7, 3.26)."""
+    from ..density import (LEGACY_MARGIN, MARGIN, PILOT_DRAWS, PILOTS, ROTATE, TAILS, check_margin, check_rotate,
+                           check_tails)
 
     rotate = check_rotate(ROTATE if rotate is None else rotate)
     tails = check_tails(TAILS if tails is None else tails)
@@ -228,6 +232,10 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
 
     noncentred = False if noncentred is None else check_noncentred(noncentred)
     extra += ",noncentred" if noncentred else ""
+    pilot_draws = PILOT_DRAWS if pilot_draws is None else pilot_draws
+    if isinstance(pilot_draws, bool) or not isinstance(pilot_draws, (int, np.integer)) or pilot_draws < 1:
+        raise ValueError(f"pilot_draws must be a positive integer, got {pilot_draws!r}")
+    extra += "" if pilot_draws == PILOT_DRAWS else f",pilot_draws={int(pilot_draws)}"
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"
     settings = dict(base)
@@ -250,6 +258,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     settings["rotate"] = rotate
     settings["tails"] = tails
     settings["noncentred"] = noncentred
+    settings["pilot_draws"] = int(pilot_draws)
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
         return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)
@@ -259,7 +268,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
                chains: int = 1, jobs: int | None = None, force: bool = False, sweeps=None, burn_in=None,
                thin=None, margin=None, resume: bool = False, scheduler: str | None = None, progress=None,
-               pilots=None, rotate=None, tails=None, noncentred=None) -> Path:
+               pilots=None, rotate=None, tails=None, noncentred=None, pilot_draws=None) -> Path:
     """Run the benchmark (Table 1 of 002, section 4.1; 001 section 3); writes table1.csv,
     table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
@@ -295,10 +304,13 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred)
+    settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred,
+                                     pilot_draws)
     if not set(models) & set(NETWORKS):
-        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred or None)):
-            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails/--noncentred set the "
+        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred or None,
+                                       pilot_draws)):
+            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails/--noncentred/--pilot-draws "
+                             "set the "
                              "belief networks' "
                              "chains, but none of icp, cibp, ecibp is among the models")
         label = "quick" if quick else "full"  # the settings label describes the networks' chains only

@@ -54,6 +54,10 @@ def register(sub) -> None:
                    help="belief networks: after each sweep's Gibbs updates, update every hidden unit's precision and "
                         "incoming scale with its standardised noise held fixed (rows labelled ',noncentred'; "
                         "docs/derivations.md 3.24)")
+    t.add_argument("--pilot-draws", type=positive_int, default=None, metavar="D",
+                   help="belief networks: importance draws of the score that ranks each chain's pilots (default 32, "
+                        "chefs.density.PILOT_DRAWS; rows labelled ',pilot_draws=D' otherwise; with --noncentred, 512 "
+                        "is stop 48's candidate default, docs/derivations.md 3.26)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "
@@ -99,7 +103,7 @@ def cmd_table1(args) -> int:
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
                       jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
                       margin=args.margin, resume=args.resume, pilots=args.pilots, scheduler=args.scheduler,
-                      rotate=args.rotate, tails=args.tails, noncentred=args.noncentred)
+                      rotate=args.rotate, tails=args.tails, noncentred=args.noncentred, pilot_draws=args.pilot_draws)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0
