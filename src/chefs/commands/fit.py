@@ -60,7 +60,8 @@ def register(sub) -> None:
                    help="sweeps of each pilot chain (default: half the burn-in)")
     f.add_argument("--pilot-draws", type=positive_int, default=None, metavar="D",
                    help="importance draws per training point in the pilots' score (default 32; 512 ranks long "
-                        "pilots right: docs/derivations.md 3.9)")
+                        "pilots right: docs/derivations.md 3.9; with --noncentred, the README's main job and stop "
+                        "48's candidate default: 3.26)")
     f.add_argument("--margin", type=margin_arg, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN); auto: 0.1 with 3 or more "
