@@ -119,12 +119,12 @@ def checkpoints(sweeps: int, thin: int, first: int = 0) -> list[int]:
 
 def icp_curve(train, test, seed, label, kw, sweeps, thin, log, heldout_draws=32):
     """Fit one chain with timed sweeps; evaluate the window of each checkpoint."""
-    from chefs.bench.table1 import MODELS, evaluate_network
+    from chefs.bench.table1 import cell_rng, evaluate_network
     from chefs.density import MARGIN, BeliefNetwork
     from chefs.evaluation import hellinger
     from chefs.mcmc.diagnostics import chain_stores
 
-    rng = np.random.default_rng([seed, 1, 2 + MODELS.index("icp")])  # Table 1's ICP stream
+    rng = cell_rng(seed, "icp")  # Table 1's ICP stream
     cpu = {}
     settings = {"num_tries": 4, "margin": MARGIN, "structure_warmup": min(300, sweeps // 4), **kw,
                 "sweeps": sweeps, "burn_in": kw.get("burn_in", 0), "thin": thin, "chains": 1}

@@ -41,7 +41,7 @@ def quantile_map(S, ref, V, mu, sd):
 
 
 def main(argv=None) -> None:
-    from chefs.bench.table1 import MODELS, fit_dpgmm
+    from chefs.bench.table1 import cell_rng, fit_dpgmm
     from chefs.evaluation import hellinger
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -58,7 +58,7 @@ def main(argv=None) -> None:
         net, (train, test), *_ = cell_network(ds, split, {}, args.data_dir)  # Table 1's ICP cell
         n = test.shape[0]
         fits = {"ICP": net.sample(5 * n, rng=1),
-                "DP-GMM": fit_dpgmm(train, test, 5 * n, np.random.default_rng([split, 1, 2 + MODELS.index("dpgmm")]))[0]}
+                "DP-GMM": fit_dpgmm(train, test, 5 * n, cell_rng(split, "dpgmm"))[0]}
         mu, sd = train.mean(0), train.std(0)
         ev, V = np.linalg.eigh(np.cov(((train - mu) / sd).T))
         T = ((test - mu) / sd) @ V

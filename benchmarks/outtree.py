@@ -143,10 +143,10 @@ def subnormal(datasets, repeats: int, T: int = 1000, points: int = 6) -> None:
 def _table1_fit(name: str, seed: int, T: int = 1000):
     """The out-tree fit of Table 1's (name, seed) cell: its training split, its subsample of
     at most T points (the cell's own stream), and its test points (standardised)."""
-    from chefs.bench.table1 import FULL, MODELS, _training_split
+    from chefs.bench.table1 import FULL, _training_split, cell_rng
 
     train, test = _training_split(name, seed, FULL)
-    rng = np.random.default_rng([seed, 1, 2 + MODELS.index("outtree")])
+    rng = cell_rng(seed, "outtree")
     tr = train if train.shape[0] <= T else train[rng.choice(train.shape[0], T, replace=False)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

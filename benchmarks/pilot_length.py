@@ -58,7 +58,7 @@ def cell_network(ds, seed, kw, data_dir, quick=False):
     fantasy and held-out draws), the fit's CPU seconds, the settings and the prior's name
     (also ``benchmarks/joint_gap.py``)."""
     from chefs._threads import limit_threads
-    from chefs.bench.table1 import MODELS, _training_split, chain_settings
+    from chefs.bench.table1 import _training_split, cell_rng, chain_settings
     from chefs.density import BeliefNetwork
 
     limit_threads(1)
@@ -74,7 +74,7 @@ def cell_network(ds, seed, kw, data_dir, quick=False):
                 return None  # every order free, U(0, 1) a priori, sampled (as chefs.causal.CausalDiscovery)
 
         net_class = FreeOrders
-    rng = np.random.default_rng([seed, 1, 2 + MODELS.index(model)] + ([replicate] if replicate else []))
+    rng = cell_rng(seed, model, *([replicate] if replicate else []))
     opts = {"num_tries": settings["num_tries"], "margin": settings["margin"], "pilots": settings["pilots"], **kw}
     t0 = time.process_time()
     net = net_class(sweeps=settings["sweeps"], burn_in=settings["burn_in"], thin=settings["thin"],
@@ -99,13 +99,13 @@ def net_cell(ds, seed, label, kw, data_dir, quick=False):
 
 
 def dpgmm_cell(ds, seed, data_dir, quick=False):
-    from chefs.bench.table1 import MODELS, _training_split, chain_settings, fit_dpgmm
+    from chefs.bench.table1 import _training_split, cell_rng, chain_settings, fit_dpgmm
     from chefs.datasets import DATASETS as SPECS, true_heldout_loglik
     from chefs.evaluation import hellinger
 
     settings, _ = chain_settings(quick)
     train, test = _training_split(ds, seed, settings, data_dir)
-    rng = np.random.default_rng([seed, 1, 2 + MODELS.index("dpgmm")])  # Table 1's DP-GMM stream
+    rng = cell_rng(seed, "dpgmm")  # Table 1's DP-GMM stream
     t0 = time.process_time()
     fantasy, ll = fit_dpgmm(train, test, test.shape[0], rng)
     cpu = time.process_time() - t0

@@ -20,7 +20,7 @@ import numpy as np
 
 
 def main(argv=None) -> None:
-    from chefs.bench.table1 import FULL, MODELS, _training_split, fit_dpgmm
+    from chefs.bench.table1 import FULL, _training_split, cell_rng, fit_dpgmm
     from chefs.density import BeliefNetwork
     from chefs.evaluation.hellinger import hellinger
 
@@ -35,7 +35,7 @@ def main(argv=None) -> None:
         train, test = _training_split(ds, seed, FULL)
         net = BeliefNetwork.load(run)
         fan = net.sample(args.points, rng=1)
-        dp, _ = fit_dpgmm(train, test, args.points, np.random.default_rng([seed, 1, 2 + MODELS.index("dpgmm")]))
+        dp, _ = fit_dpgmm(train, test, args.points, cell_rng(seed, "dpgmm"))
         mu, sd = train.mean(0), train.std(0)
         ev, V = np.linalg.eigh(np.cov(((train - mu) / sd).T))
 

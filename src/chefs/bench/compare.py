@@ -79,14 +79,14 @@ def peer_rows(train: np.ndarray, test: np.ndarray, split_seed: int = 0, peers=PE
     so the numbers equal its cells on the same training data."""
     from ..datasets import DATASETS, resolve_name, synthetic, true_log_density
     from ..evaluation import hellinger
-    from .table1 import MODELS, fit_dpgmm, fit_kde
+    from .table1 import cell_rng, fit_dpgmm, fit_kde
 
     from . import check_names
 
     fits = {"dpgmm": fit_dpgmm, "kde": fit_kde}
     rows, fantasies = [], {}
     for model in check_names(peers, PEERS, "peers", "peer"):
-        rng = np.random.default_rng([split_seed, 1, 2 + MODELS.index(model)])  # Table 1's stream of the model
+        rng = cell_rng(split_seed, model)  # Table 1's stream of the model
         t0 = time.process_time()
         fantasy, ll = fits[model](train, test, test.shape[0], rng)
         rows.append({"model": model, "hellinger": hellinger(fantasy, test), "heldout_loglik": ll,
@@ -137,8 +137,9 @@ def compare_run(run_dir, peers=PEERS):
     train = np.load(run / "train.npy")
     record = fit_record(run)
     name = (run / "dataset.txt").read_text().strip() if (run / "dataset.txt").is_file() else None
-    fantasy = net.sample(test.shape[0], rng=int(config.get("seed", 0)))  # the fantasy and held-out value that
-    prior = config.get("model", {}).get("structure_prior", {}).get("name", "icp")  # `chefs fit` printed
+    # the run's own seed and `net.score`: the fantasy data and held-out value that `chefs fit` printed
+    fantasy = net.sample(test.shape[0], rng=int(config.get("seed", 0)))
+    prior = config.get("model", {}).get("structure_prior", {}).get("name", "icp")
     cpu = record.get("cpu_seconds")
     if cpu is not None:
         note = ""

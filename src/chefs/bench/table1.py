@@ -77,6 +77,13 @@ class _Standardizer:
         return -float(np.sum(np.log(self.sd)))
 
 
+def cell_rng(seed: int, model: str, *extra: int) -> np.random.Generator:
+    """Table 1's random stream of ``model``'s cell on split ``seed``: ``(seed, 1, 2 + k)`` with ``k`` the model's
+    index in :data:`MODELS`, so that a cell's numbers do not depend on which other models run. ``extra`` entries
+    extend it (another chain of the same cell: ``benchmarks/pilot_length.py``'s replicates)."""
+    return np.random.default_rng([seed, 1, 2 + MODELS.index(model), *extra])
+
+
 def fit_kde(train, test, n, rng):
     from sklearn.model_selection import GridSearchCV
     from sklearn.neighbors import KernelDensity
@@ -565,7 +572,7 @@ def _cell_rows(ds, seed, models, settings, data_dir, out, chains, baseline=True,
         note = ""
         # each model its own stream (seed, 1, k): a cell's numbers do not depend on which other
         # models run, so separate --models runs merge into the table one run would give
-        rng = np.random.default_rng([seed, 1, 2 + MODELS.index(model)])
+        rng = cell_rng(seed, model)
         try:
             if model == "kde":
                 fantasy, ll = fit_kde(train, test, n, rng)
