@@ -8,10 +8,12 @@ target is DP-GMM's HD times 1.2 (``--dpgmm-streams``: the mean over that many of
 :func:`chefs.bench.table1.fit_dpgmm`). ``--plot FILE.png`` draws each fit's fantasy data (one draw, the fit's own
 seed) in a grid, arms by rows; ``--plot-only`` redraws it from DIR.
 
-    python benchmarks/readme_job.py --out DIR --seeds 5,6,7,8,9,10,11,12,13,14 --arm default= --arm A=--noncentred \\
+    python benchmarks/readme_job.py --out DIR --seeds 5,6,7,8,9,10,11,12,13,14 \\
+        --arm "default=--no-noncentred --pilot-draws 32" --arm "A=--noncentred --pilot-draws 32" \\
         --arm "B=--noncentred --pilot-draws 512" --plot FILE.png
 
-Stop 48 ran it as rule 7 (docs/derivations.md 3.26).
+Stop 48 ran it as rule 7 (docs/derivations.md 3.26), as ``--arm default= --arm A=--noncentred --arm "B=..."``:
+B is the library's default since stop 49 (3.27), so the arms spell out stop 48's default as above.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ def test_table1_quick_ring(tmp_path, capsys):
     assert [r["model"] for r in rows] == ["baseline", "icp", "kde", "dpgmm"]
     for r in rows:
         assert 0.0 <= float(r["hellinger"]) <= 1.0
-    assert {r["settings"] for r in rows} == {"quick,pilots=3,rotate=auto,tails=auto"}
+    assert {r["settings"] for r in rows} == {"quick,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512"}
     text = (out / "table1.md").read_text()
     assert "paper" in text and "| icp |" in text
     assert "Quick settings" in text and "not comparable" in text  # a smoke run says so
@@ -178,7 +178,7 @@ def test_table1_chain_length_options(tmp_path, capsys):
     assert (spec["sweeps"], spec["burn_in"], spec["thin"]) == (12, 6, 3)
     assert json.loads((out / "runs" / "ring-icp-0" / "unitmap.json").read_text())["margin"] == 0.12
     rows = list(csv.DictReader(open(out / "table1.csv")))
-    assert {r["settings"] for r in rows} == {"quick,sweeps=12,burn_in=6,thin=3,margin=0.12,pilots=3,rotate=auto,tails=auto"}
+    assert {r["settings"] for r in rows} == {"quick,sweeps=12,burn_in=6,thin=3,margin=0.12,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512"}
     assert "sweeps=12, burn_in=6, thin=3, margin=0.12" in (out / "table1.md").read_text()
     assert "Unit-map margin of the belief networks: 0.12" in (out / "table1.md").read_text()
     quick = tmp_path / "quick"
@@ -226,26 +226,27 @@ def test_table1_chain_length_options(tmp_path, capsys):
     assert "different settings" in capsys.readouterr().err
     # defaults: half the sweeps as burn-in, as many kept samples as the base settings (full 50, quick 10)
     full, label = chain_settings()
-    assert label == "full,pilots=3,rotate=auto,tails=auto,heldout_draws=512" and full["pilots"] == 3 and (full["sweeps"], full["burn_in"], full["thin"]) == (3000, 1500, 30)
+    assert label == "full,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512" and full["pilots"] == 3 and (full["sweeps"], full["burn_in"], full["thin"]) == (3000, 1500, 30)
     assert chain_settings(sweeps=15000) == ({**full, "sweeps": 15000, "burn_in": 7500, "thin": 150},
-                                            "full,sweeps=15000,burn_in=7500,thin=150,pilots=3,rotate=auto,tails=auto,heldout_draws=512")
-    assert chain_settings(quick=True, sweeps=400)[1] == "quick,sweeps=400,burn_in=200,thin=20,pilots=3,rotate=auto,tails=auto"
-    assert chain_settings(quick=True, sweeps=400, pilots=1)[1] == "quick,sweeps=400,burn_in=200,thin=20,rotate=auto,tails=auto"
-    assert chain_settings(burn_in=2000)[1] == "full,sweeps=3000,burn_in=2000,thin=20,pilots=3,rotate=auto,tails=auto,heldout_draws=512"
+                                            "full,sweeps=15000,burn_in=7500,thin=150,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512")
+    assert chain_settings(quick=True, sweeps=400)[1] == "quick,sweeps=400,burn_in=200,thin=20,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512"
+    assert chain_settings(quick=True, sweeps=400, pilots=1)[1] == "quick,sweeps=400,burn_in=200,thin=20,rotate=auto,tails=auto,noncentred"
+    assert chain_settings(burn_in=2000)[1] == "full,sweeps=3000,burn_in=2000,thin=20,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512"
     # the base settings spelt out are the base settings (same label, so such runs merge)
-    assert chain_settings(sweeps=3000, burn_in=1500, thin=30)[1] == "full,pilots=3,rotate=auto,tails=auto,heldout_draws=512"
-    assert chain_settings(quick=True, sweeps=80)[1] == "quick,pilots=3,rotate=auto,tails=auto"
-    assert chain_settings(quick=True, sweeps=80, pilots=1, rotate=False, tails=False)[1] == "quick"  # runs before stop 25
+    assert chain_settings(sweeps=3000, burn_in=1500, thin=30)[1] == "full,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512"
+    assert chain_settings(quick=True, sweeps=80)[1] == "quick,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512"
+    assert chain_settings(quick=True, sweeps=80, pilots=1, rotate=False, tails=False,
+                          noncentred=False)[1] == "quick"  # runs before stop 25
     with pytest.raises(ValueError, match="pilots"):
         chain_settings(pilots=0)
     # the unit map's margin: labelled when it is not the default, refused outside (0, 0.5)
     from chefs.density import MARGIN
 
-    assert chain_settings(margin=MARGIN) == (full, "full,pilots=3,rotate=auto,tails=auto,heldout_draws=512")
+    assert chain_settings(margin=MARGIN) == (full, "full,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512")
     other_margin = 0.12
     s, lab = chain_settings(margin=other_margin)
-    assert s["margin"] == other_margin and lab == f"full,margin={other_margin:g},pilots=3,rotate=auto,tails=auto,heldout_draws=512"
-    assert chain_settings(sweeps=600, margin=other_margin)[1] == f"full,sweeps=600,burn_in=300,thin=6,margin={other_margin:g},pilots=3,rotate=auto,tails=auto,heldout_draws=512"
+    assert s["margin"] == other_margin and lab == f"full,margin={other_margin:g},pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512"
+    assert chain_settings(sweeps=600, margin=other_margin)[1] == f"full,sweeps=600,burn_in=300,thin=6,margin={other_margin:g},pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512"
     with pytest.raises(ValueError, match="margin"):
         chain_settings(margin=0.5)
     # nothing kept: refused before anything runs
@@ -330,7 +331,7 @@ def test_table1_resume_finishes_an_interrupted_run(tmp_path, capsys):
     # pooled chains are part of the belief networks' settings: one chain's rows are not resumed with two
     (part / "table1.csv").write_bytes(before)
     assert main(args + ["--out", str(part), "--models", "icp,kde", "--chains", "2", "--resume"]) == 2
-    assert "than this run (quick,pilots=3,rotate=auto,tails=auto,chains=2)" in capsys.readouterr().err
+    assert "than this run (quick,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,chains=2)" in capsys.readouterr().err
 
 
 def test_table1_interrupt_points_to_resume(tmp_path, monkeypatch, capsys):
@@ -347,13 +348,17 @@ def test_table1_interrupt_points_to_resume(tmp_path, monkeypatch, capsys):
 
 def test_table1_pilot_draws_label_and_runs(tmp_path, capsys):
     """``chefs bench table1 --pilot-draws D``: the rows are labelled ',pilot_draws=D' and the belief networks'
-    runs carry it (stop 48's candidate default with --noncentred); 32, the default, leaves the label as before."""
+    runs carry it; 32 (every run's before stop 49) leaves the label as it was, and so does one start (no pilots to
+    rank). The default since stop 49 is 512 with the non-centred updates; --no-noncentred leaves them out."""
     from chefs.bench.table1 import chain_settings
 
     settings, label = chain_settings(quick=True, pilot_draws=512)
     assert settings["pilot_draws"] == 512 and label.endswith(",pilot_draws=512")
     settings, label = chain_settings(quick=True, pilot_draws=32)
     assert settings["pilot_draws"] == 32 and "pilot_draws" not in label
+    settings, label = chain_settings(quick=True)
+    assert settings["pilot_draws"] == 512 and settings["noncentred"] and label.endswith(",noncentred,pilot_draws=512")
+    assert "pilot_draws" not in chain_settings(quick=True, pilots=1)[1]
     for bad in (0, -1, 2.5, True, "512"):
         with pytest.raises(ValueError, match="pilot_draws must be a positive integer"):
             chain_settings(quick=True, pilot_draws=bad)
@@ -363,6 +368,12 @@ def test_table1_pilot_draws_label_and_runs(tmp_path, capsys):
     assert ",noncentred,pilot_draws=64" in (out / "table1.csv").read_text()
     configs = list(out.rglob("config.json"))
     assert configs and all(json.loads(c.read_text())["model"]["pilot_draws"] == 64 for c in configs)
+    old = tmp_path / "old"  # stop 48's default, spelt out
+    assert main(["bench", "table1", "--out", str(old), "--datasets", "iris", "--models", "icp", "--seeds", "1",
+                 "--quick", "--no-noncentred", "--pilot-draws", "32"]) == 0
+    assert {r["settings"] for r in csv.DictReader(open(old / "table1.csv"))} == {"quick,pilots=3,rotate=auto,tails=auto"}
+    models = [json.loads(c.read_text())["model"] for c in old.rglob("config.json")]
+    assert models and all(m["pilot_draws"] == 32 and "noncentred" not in m for m in models)
     capsys.readouterr()
     assert main(["bench", "table1", "--out", str(tmp_path / "k"), "--datasets", "iris", "--models", "kde",
                  "--quick", "--pilot-draws", "64"]) == 2

@@ -76,8 +76,10 @@ def test_table1_auto_margin_per_data_set(tmp_path, capsys):
     from chefs.bench.table1 import chain_settings
 
     s, label = chain_settings(margin="auto")
-    assert s["margin"] == "auto" and label == "full,margin='auto',pilots=3,rotate=auto,tails=auto,heldout_draws=512"
-    assert chain_settings(margin=0.3)[1] == "full,pilots=3,rotate=auto,tails=auto,heldout_draws=512"  # stop 40's label
+    assert s["margin"] == "auto" and label == "full,margin='auto',pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512"
+    assert chain_settings(margin=0.3)[1] == "full,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512"
+    assert chain_settings(margin=0.3, noncentred=False, pilot_draws=32)[1] == ("full,pilots=3,rotate=auto,tails=auto,"
+                                                                            "heldout_draws=512")  # stop 40's label
     out = tmp_path / "t"
     assert main(["bench", "table1", "--out", str(out), "--datasets", "ring,iris", "--models", "icp", "--quick",
                  "--sweeps", "6", "--burn-in", "2", "--thin", "2", "--pilots", "1", "--margin", "auto"]) == 0

@@ -127,15 +127,17 @@ def test_noncentred_is_checked():
 
 
 def test_fit_with_noncentred_updates_records_loads_and_resumes_bit_for_bit(tmp_path):
-    """The option reaches the chain (its samples differ from the default fit's), is written into the run's
-    config and restored by load, and an interrupted run resumes to exactly the uninterrupted one's samples."""
+    """The option reaches the chain (its samples differ from a fit without it), is written into the run's
+    config and restored by load, and an interrupted run resumes to exactly the uninterrupted one's samples.
+    It is the default since stop 49 (chefs.density.NONCENTRED); noncentred=False writes no key."""
     from chefs.density import BeliefNetwork
 
     X = np.random.default_rng(0).normal(size=(60, 2))
     kw = dict(sweeps=30, burn_in=10, thin=2, seed=3, progress=False, structure_warmup=5, checkpoint_every=1e-9)
     a = tmp_path / "a"
-    BeliefNetwork(out=a, noncentred=True, **kw).fit(X)
-    BeliefNetwork(out=tmp_path / "plain", **kw).fit(X)
+    assert BeliefNetwork().noncentred is True
+    BeliefNetwork(out=a, **kw).fit(X)
+    BeliefNetwork(out=tmp_path / "plain", noncentred=False, **kw).fit(X)
     assert json.loads((a / "config.json").read_text())["model"]["noncentred"] is True
     assert "noncentred" not in json.loads((tmp_path / "plain" / "config.json").read_text())["model"]
     assert _rows(a) != _rows(tmp_path / "plain")
@@ -152,25 +154,27 @@ def test_fit_with_noncentred_updates_records_loads_and_resumes_bit_for_bit(tmp_p
 
 
 def test_cli_fit_noncentred_flag(tmp_path, capsys):
-    """``chefs fit --noncentred`` writes the option into the run's config; without the flag the key is absent."""
+    """``chefs fit --noncentred`` writes the option into the run's config, and so does no flag (the library's
+    default since stop 49); ``--no-noncentred`` leaves the key out (the chains of the earlier default)."""
     from chefs.cli import main
 
-    for flag, name in ((["--noncentred"], "nc"), ([], "plain")):
+    for flag, name, on in ((["--noncentred"], "nc", True), ([], "default", True), (["--no-noncentred"], "plain", False)):
         out = tmp_path / name
         assert main(["fit", "--data", "ring", "--sweeps", "6", "--burn-in", "2", "--thin", "1", "--pilots", "1",
                      "--no-progress", "--out", str(out), *flag]) == 0
         model = json.loads((out / "config.json").read_text())["model"]
-        assert model.get("noncentred", False) is bool(flag)
+        assert model.get("noncentred", False) is on
 
 
 def test_table1_noncentred_label_and_runs(tmp_path):
     """``chefs bench table1 --noncentred``: the rows are labelled ',noncentred' and the belief networks' runs
-    carry the option; without it the label and the runs do not."""
+    carry the option (the default since stop 49); with noncentred=False the label and the runs do not."""
     from chefs.bench.table1 import chain_settings, run_table1
 
     settings, label = chain_settings(quick=True, noncentred=True)
-    assert settings["noncentred"] is True and label.endswith(",noncentred")
-    settings, label = chain_settings(quick=True)
+    assert settings["noncentred"] is True and ",noncentred" in label
+    assert chain_settings(quick=True) == (settings, label)
+    settings, label = chain_settings(quick=True, noncentred=False)
     assert settings["noncentred"] is False and "noncentred" not in label
     with pytest.raises(ValueError, match="noncentred must be True or False"):
         chain_settings(quick=True, noncentred="yes")
@@ -180,7 +184,7 @@ def test_table1_noncentred_label_and_runs(tmp_path):
     assert ",noncentred" in rows
     configs = list((tmp_path / "t").rglob("config.json"))
     assert configs and all(json.loads(c.read_text())["model"].get("noncentred") is True for c in configs)
-    # noncentred=False is the default, not a belief-network setting given without a belief network (review)
+    # noncentred=False is not a belief-network setting given without a belief network (review)
     run_table1(tmp_path / "k", datasets=("iris",), models=("kde",), seeds=(0,), quick=True, log=lambda *a: None,
                noncentred=False)
     with pytest.raises(ValueError, match="none of icp, cibp, ecibp"):
@@ -219,3 +223,23 @@ def test_cli_discover_and_bench_causal_noncentred_flag(tmp_path, capsys):
                  "--out", str(tmp_path / "bench")]) == 0
     assert "non-centred updates" in (tmp_path / "bench" / "causal.md").read_text()
     assert json.loads((tmp_path / "bench" / "runs" / "seed0" / "config.json").read_text())["model"]["noncentred"] is True
+
+
+def test_load_restores_the_runs_start_up_and_causal_default_stays_off(tmp_path):
+    """``BeliefNetwork.load`` gives back the run's pilots, pilot sweeps and pilot draws (so that a refit repeats
+    them), 32 draws for a run written before the setting was stored; causal discovery keeps the non-centred updates
+    off (stop 47) although density estimation has them on since stop 49."""
+    from chefs.causal import CausalDiscovery
+    from chefs.density import LEGACY_PILOT_DRAWS, BeliefNetwork
+
+    assert CausalDiscovery().noncentred is False and CausalDiscovery(noncentred=True).noncentred is True
+    X = np.random.default_rng(1).normal(size=(40, 2))
+    out = tmp_path / "r"
+    BeliefNetwork(out=out, sweeps=8, burn_in=4, thin=2, pilots=2, pilot_sweeps=3, pilot_draws=16, progress=False,
+                  structure_warmup=2).fit(X)
+    net = BeliefNetwork.load(out)
+    assert (net.pilots, net.pilot_sweeps, net.pilot_draws, net.noncentred) == (2, 3, 16, True)
+    cfg = json.loads((out / "config.json").read_text())
+    del cfg["model"]["pilot_draws"]
+    (out / "config.json").write_text(json.dumps(cfg))
+    assert BeliefNetwork.load(out).pilot_draws == LEGACY_PILOT_DRAWS == 32

@@ -232,9 +232,9 @@ def test_table1_settings_label_tails():
     from chefs.bench.table1 import chain_settings
 
     s, label = chain_settings()
-    assert s["tails"] == "auto" and label == "full,pilots=3,rotate=auto,tails=auto,heldout_draws=512"
+    assert s["tails"] == "auto" and label == "full,pilots=3,rotate=auto,tails=auto,noncentred,pilot_draws=512,heldout_draws=512"
     assert chain_settings(tails="auto")[1] == label
-    s, label = chain_settings(tails=False)
+    s, label = chain_settings(tails=False, noncentred=False, pilot_draws=32)
     assert s["tails"] is False and label == "full,pilots=3,rotate=auto,heldout_draws=512"  # stop 39's rows
     assert ",tails," in chain_settings(tails=True)[1]
     with pytest.raises(ValueError, match="tails"):

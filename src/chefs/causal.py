@@ -434,6 +434,9 @@ CAUSAL_WEIGHT_PRIOR = (1.0, 1.0)
 CAUSAL_ALPHA = 1.0
 CAUSAL_PHI = 1.0
 CAUSAL_SAMPLE_HYPER = ("alpha", "gamma", "phi")
+#: the non-centred updates (docs/derivations.md 3.24) stay off in causal discovery: stop 47's registered rule found
+#: them no help to the calibration (ECE 0.144 against 0.145), although density estimation has them on since stop 49
+CAUSAL_NONCENTRED = False
 
 
 class CausalDiscovery(BeliefNetwork):
@@ -508,6 +511,7 @@ class CausalDiscovery(BeliefNetwork):
         kw.setdefault("alpha", CAUSAL_ALPHA)
         kw.setdefault("phi", CAUSAL_PHI)
         kw.setdefault("sample_hyper", CAUSAL_SAMPLE_HYPER)
+        kw.setdefault("noncentred", CAUSAL_NONCENTRED)
         if margin is not None:
             from .density import check_margin
 

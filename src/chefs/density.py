@@ -45,8 +45,12 @@ AUTO_MARGIN_MANY = 0.1
 AUTO_MARGIN_FEW = 0.3
 PILOTS = 3  # default multi-start pilots per chain (docs/derivations.md section 3.7)
 #: importance draws per training point in the pilots' score (docs/derivations.md 3.7 and 3.9: 32 misranks
-#: states by hundreds of nats; 512 ranks them, but gave no consistent gain with 750-sweep pilots)
-PILOT_DRAWS = 32
+#: states by hundreds of nats; 512 ranks them). 512 with the non-centred updates since stop 49 (NONCENTRED; 3.26, 3.27)
+PILOT_DRAWS = 512
+LEGACY_PILOT_DRAWS = 32  # runs written before the setting was stored, and the default until stop 49
+#: default of ``noncentred``: the non-centred updates of each hidden unit's precision and incoming scale (3.24),
+#: on since stop 49 (rules 7-9, docs/derivations.md 3.26 and 3.27); off in causal discovery (3.8, stop 47)
+NONCENTRED = True
 #: default of ``rotate``: the unit map acts on the standardised data's principal axes (docs/derivations.md 3.14)
 #: when the data have a thin axis (``"auto"``, :func:`thin_axis`; docs/derivations.md 3.15)
 ROTATE = "auto"
@@ -445,8 +449,9 @@ class BeliefNetwork:
         common scale of its bias and incoming weights (an exact kernel; docs/derivations.md
         section 3.24). It moves the direction along which the default two-moons chain
         leaves its blurred start (one unit's precision and incoming weights rising
-        together, section 3.23), at about 1.5-2x the CPU. An option, not the default
-        (measured in section 3.24).
+        together, section 3.23), at about 1.5-2x the CPU. On by default since stop 49
+        (:data:`NONCENTRED`, with 512 pilot draws: sections 3.26 and 3.27); False gives the
+        earlier default's chains.
     pilots, pilot_sweeps : int
         Multi-start: each chain first runs ``pilots`` short chains of
         ``pilot_sweeps`` sweeps (default half the burn-in) from fresh starts and
@@ -455,9 +460,10 @@ class BeliefNetwork:
         comes from the unchanged sampler; docs/derivations.md section 3.7). 1: one
         start, as before.
     pilot_draws : int
-        Importance draws per training point in the pilots' score (default 32).
-        At 32 the score can rank a pilot that has left the blurred region below
-        one that has not; 512 ranks them right. Long pilots with 512 draws
+        Importance draws per training point in the pilots' score (default 512,
+        :data:`PILOT_DRAWS`; 32 until stop 49). At 32 the score can rank a pilot
+        that has left the blurred region below one that has not; 512 ranks them
+        right, and with the non-centred updates that matters (sections 3.26-3.27). Long pilots with 512 draws
         (``pilots=3, pilot_sweeps=10000, pilot_draws=512``) brought two-moons to
         DP-GMM's HD in Table 1's cells, at about 5x the CPU time, and on
         development splits too: two-moons mean HD 0.066 against 0.081 (DP-GMM
@@ -502,7 +508,7 @@ class BeliefNetwork:
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
                  pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS,
                  rotate: bool | str = ROTATE, tails: bool | str = TAILS, likelihood_power: float = 1.0,
-                 noncentred: bool = False):
+                 noncentred: bool = NONCENTRED):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -699,7 +705,11 @@ class BeliefNetwork:
         net.tails = net.map_.tailed
         net.inputs = tuple(um.get("inputs", ()))
         net.likelihood_power = float(spec["model"].get("likelihood_power", 1.0))
-        net.noncentred = bool(spec["model"].get("noncentred", False))
+        net.noncentred = bool(spec["model"].get("noncentred", False))  # (runs without the key had none)
+        net.pilots = int(spec["model"].get("pilots", 1))  # the run's start-up, so that a refit repeats it
+        if "pilot_sweeps" in spec["model"]:
+            net.pilot_sweeps = int(spec["model"]["pilot_sweeps"])
+        net.pilot_draws = int(spec["model"].get("pilot_draws", LEGACY_PILOT_DRAWS))
         net.weight_prior = check_weight_prior(spec["model"].get("weight_prior"))  # the run's, not the class default
         net.prior = (spec["model"].get("structure_prior") or {}).get("name", "icp")  # a CIBP/ECIBP run stays one
         cfg = spec.get("config", {})  # the run's hyperparameter settings, so that a refit repeats them

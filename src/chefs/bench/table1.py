@@ -143,7 +143,7 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
     sections 3 and 3.4)."""
     import tempfile
 
-    from ..density import PILOT_DRAWS, BeliefNetwork
+    from ..density import BeliefNetwork
 
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -154,8 +154,8 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
                             chains=chains, seed=int(rng.integers(2**31)), out=run, force=True, progress=False,
                             checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
                             pilots=settings["pilots"], rotate=settings["rotate"],
-                            tails=settings["tails"], noncentred=settings.get("noncentred", False),
-                            pilot_draws=settings.get("pilot_draws", PILOT_DRAWS))
+                            tails=settings["tails"], noncentred=settings["noncentred"],
+                            pilot_draws=settings["pilot_draws"])
         net.fit(train)  # the samples are in memory from here on
         if out is not None:
             _replace_dir(run, Path(out))
@@ -217,11 +217,13 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     axes (default :data:`chefs.density.TAILS`, with the rotation), labelled ``",tails"`` when on and
     ``",tails=auto"`` when they go with the rotation (every run before stop 40 had them off).
     ``noncentred``: the non-centred updates of each hidden unit's precision and incoming scale
-    (docs/derivations.md 3.24), labelled ``",noncentred"`` when on (default off). ``pilot_draws``: importance
-    draws of the score that ranks each chain's pilots (default :data:`chefs.density.PILOT_DRAWS`, 32),
-    labelled ``",pilot_draws=D"`` when not 32 (docs/derivations.md 3.7, 3.26)."""
-    from ..density import (LEGACY_MARGIN, MARGIN, PILOT_DRAWS, PILOTS, ROTATE, TAILS, check_margin, check_rotate,
-                           check_tails)
+    (docs/derivations.md 3.24; default :data:`chefs.density.NONCENTRED`, on since stop 49), labelled
+    ``",noncentred"`` when on. ``pilot_draws``: importance draws of the score that ranks each chain's
+    pilots (default :data:`chefs.density.PILOT_DRAWS`, 512 since stop 49), labelled ``",pilot_draws=D"``
+    when not 32, every earlier run's, and there are pilots to rank (docs/derivations.md 3.7, 3.26). So the
+    rows of every run keep the label of what they ran, whatever the default of the day."""
+    from ..density import (LEGACY_MARGIN, LEGACY_PILOT_DRAWS, MARGIN, NONCENTRED, PILOT_DRAWS, PILOTS, ROTATE, TAILS,
+                           check_margin, check_rotate, check_tails)
 
     rotate = check_rotate(ROTATE if rotate is None else rotate)
     tails = check_tails(TAILS if tails is None else tails)
@@ -237,12 +239,13 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     extra += ",tails=auto" if tails == "auto" else ",tails" if tails else ""
     from ..models.nlgbn import check_noncentred
 
-    noncentred = False if noncentred is None else check_noncentred(noncentred)
+    noncentred = NONCENTRED if noncentred is None else check_noncentred(noncentred)
     extra += ",noncentred" if noncentred else ""
     pilot_draws = PILOT_DRAWS if pilot_draws is None else pilot_draws
     if isinstance(pilot_draws, bool) or not isinstance(pilot_draws, (int, np.integer)) or pilot_draws < 1:
         raise ValueError(f"pilot_draws must be a positive integer, got {pilot_draws!r}")
-    extra += "" if pilot_draws == PILOT_DRAWS else f",pilot_draws={int(pilot_draws)}"
+    # (with one start there is no pilot to rank: the draws change nothing, so they stay out of the label)
+    extra += "" if pilot_draws == LEGACY_PILOT_DRAWS or pilots == 1 else f",pilot_draws={int(pilot_draws)}"
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"
     settings = dict(base)

@@ -50,14 +50,15 @@ def register(sub) -> None:
                    help="belief networks: compress the outer tails of the unit map's axes (rows labelled ',tails'), "
                         "or never (--no-tails, unlabelled); default: where the map is rotated (chefs.density.TAILS = "
                         "'auto', rows labelled ',tails=auto'; docs/derivations.md 3.17)")
-    t.add_argument("--noncentred", action="store_true", default=None,
+    t.add_argument("--noncentred", action=argparse.BooleanOptionalAction, default=None,
                    help="belief networks: after each sweep's Gibbs updates, update every hidden unit's precision and "
                         "incoming scale with its standardised noise held fixed (rows labelled ',noncentred'; "
-                        "docs/derivations.md 3.24)")
+                        "docs/derivations.md 3.24), or not (--no-noncentred, unlabelled); default: the library's, "
+                        "on since stop 49 (chefs.density.NONCENTRED)")
     t.add_argument("--pilot-draws", type=positive_int, default=None, metavar="D",
-                   help="belief networks: importance draws of the score that ranks each chain's pilots (default 32, "
-                        "chefs.density.PILOT_DRAWS; rows labelled ',pilot_draws=D' otherwise; with --noncentred, 512 "
-                        "is stop 48's candidate default, docs/derivations.md 3.26)")
+                   help="belief networks: importance draws of the score that ranks each chain's pilots (default: "
+                        "the library's, 512 since stop 49, chefs.density.PILOT_DRAWS; rows labelled ',pilot_draws=D' "
+                        "unless 32, the default until stop 49; docs/derivations.md 3.26)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "

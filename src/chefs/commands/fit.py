@@ -48,10 +48,11 @@ def register(sub) -> None:
                    help="leapfrog steps of the joint non-centred HMC transition of the continuous state, once per "
                         "sweep (0: off; default: the library's, BeliefNetwork's hmc_steps); step size and mass "
                         "matrix adapt during the burn-in only")
-    f.add_argument("--noncentred", action="store_true",
+    f.add_argument("--noncentred", action=argparse.BooleanOptionalAction, default=None,
                    help="after each sweep's Gibbs updates, update every hidden unit's precision and incoming scale "
                         "with its standardised noise held fixed (an exact kernel, about 1.5-2x the CPU; "
-                        "docs/derivations.md 3.24)")
+                        "docs/derivations.md 3.24); default: the library's (on since stop 49, "
+                        "chefs.density.NONCENTRED); --no-noncentred gives the earlier default's chains")
     f.add_argument("--pilots", type=positive_int, default=None, metavar="P",
                    help="multi-start: each chain first runs P short pilot chains from fresh starts and continues "
                         "the one whose end state fits the training data best (importance-sampled log-likelihood); "
@@ -59,9 +60,9 @@ def register(sub) -> None:
     f.add_argument("--pilot-sweeps", type=positive_int, default=None, metavar="S",
                    help="sweeps of each pilot chain (default: half the burn-in)")
     f.add_argument("--pilot-draws", type=positive_int, default=None, metavar="D",
-                   help="importance draws per training point in the pilots' score (default 32; 512 ranks long "
-                        "pilots right: docs/derivations.md 3.9; with --noncentred, the README's main job and stop "
-                        "48's candidate default: 3.26)")
+                   help="importance draws per training point in the pilots' score (default: the library's, 512 "
+                        "since stop 49, chefs.density.PILOT_DRAWS; 32 before, which can rank a pilot that left the "
+                        "blur below one that did not: docs/derivations.md 3.9, 3.26)")
     f.add_argument("--margin", type=margin_arg, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN); auto: 0.1 with 3 or more "
@@ -174,7 +175,7 @@ def cmd_fit(args) -> int:
                         **({} if args.rotate is None else {"rotate": args.rotate}),
                         **({} if args.tails is None else {"tails": args.tails}),
                         **({} if args.hmc_steps is None else {"hmc_steps": args.hmc_steps}),
-                        noncentred=args.noncentred,
+                        **({} if args.noncentred is None else {"noncentred": args.noncentred}),
                         **({} if args.pilots is None else {"pilots": args.pilots}),
                         pilot_sweeps=args.pilot_sweeps,
                         **({} if args.pilot_draws is None else {"pilot_draws": args.pilot_draws}))
