@@ -23,7 +23,7 @@ The evaluation rule (fixed before any model's numbers were looked at; not tuned)
   ``chefs.BeliefNetwork``, default ``default={}``, the library's defaults of the day: since
   stop 39 they rotate iris's unit map, so earlier stops' iris rows reproduce with
   ``{"rotate": false}``; since stop 49 they include the non-centred updates and 512 pilot
-  draws, so stops 39-48's rows reproduce with ``{"noncentred": false, "pilot_draws": 32}``): one chain per (configuration, data set, seed), ``--sweeps`` sweeps, every ``--thin``-th sample stored from the
+  draws, so stops 40-48's rows reproduce with ``{"noncentred": false, "pilot_draws": 32}``): one chain per (configuration, data set, seed), ``--sweeps`` sweeps, every ``--thin``-th sample stored from the
   first sweep on (``burn_in=0``; the structure warm-up is what a run with half the
   sweeps as burn-in gets, ``min(300, sweeps // 4)``, unless the JSON sets it). At
   checkpoint ``s`` the posterior is the stored samples of sweeps ``(s/2, s]``: what a

@@ -374,6 +374,15 @@ def test_table1_pilot_draws_label_and_runs(tmp_path, capsys):
     assert {r["settings"] for r in csv.DictReader(open(old / "table1.csv"))} == {"quick,pilots=3,rotate=auto,tails=auto"}
     models = [json.loads(c.read_text())["model"] for c in old.rglob("config.json")]
     assert models and all(m["pilot_draws"] == 32 and "noncentred" not in m for m in models)
+    # a table started with stop 48's default is not resumed with today's (the rows would mix), and the error says
+    # which flags resume it; with them it resumes
+    capsys.readouterr()
+    resume = ["bench", "table1", "--out", str(old), "--datasets", "iris", "--models", "icp", "--seeds", "1", "--quick",
+              "--resume"]
+    assert main(resume) == 2
+    assert "before stop 49 without --noncentred: --no-noncentred --pilot-draws 32" in capsys.readouterr().err
+    assert main(resume + ["--no-noncentred", "--pilot-draws", "32"]) == 0
+    assert "0 (data set, seed) cells to run" in capsys.readouterr().out
     capsys.readouterr()
     assert main(["bench", "table1", "--out", str(tmp_path / "k"), "--datasets", "iris", "--models", "kde",
                  "--quick", "--pilot-draws", "64"]) == 2

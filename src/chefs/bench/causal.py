@@ -368,7 +368,7 @@ COLUMNS = ("seed", "num_observed", "num_hidden", "num_samples", "method", "shd",
 def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: bool = False,
                   progress=print, real: bool = True, start: str | None = None, chains: int | None = None,
                   margin: float | None = None, likelihood_power: float | None = None,
-                  weight_prior="default", noncentred: bool = False) -> list[dict]:
+                  weight_prior="default", noncentred: bool | None = None) -> list[dict]:
     """Run every (seed, method) cell, then (``real``) every method on the Sachs data when the ``cdt``
     package that ships them is installed; write ``causal.csv``, ``causal.md`` and pictures into ``out``.
     ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default).
@@ -378,8 +378,9 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     precision, (shape, rate), or None for W ~ N(0, 1) fixed; unlike the other settings, None here is not the
     default but "off", as in :class:`chefs.causal.CausalDiscovery` ("default", the default:
     :data:`chefs.causal.CAUSAL_WEIGHT_PRIOR`). ``noncentred``: the ICP with the non-centred updates of each hidden
-    unit's precision and incoming scale (docs/derivations.md 3.24; default off)."""
-    from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, START, STARTS
+    unit's precision and incoming scale (docs/derivations.md 3.24; None: :data:`chefs.causal.CAUSAL_NONCENTRED`,
+    off)."""
+    from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, CAUSAL_NONCENTRED, START, STARTS
     from ..density import check_margin, check_weight_prior
     from ..models.nlgbn import check_likelihood_power, check_noncentred
 
@@ -403,7 +404,8 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     weight_prior = check_weight_prior(weight_prior)
     weight_prior = None if weight_prior is None else tuple(weight_prior)
     settings = dict(QUICK if quick else FULL, start=start, margin=margin, likelihood_power=power,
-                    weight_prior=weight_prior, noncentred=check_noncentred(noncentred))
+                    weight_prior=weight_prior,
+                    noncentred=check_noncentred(CAUSAL_NONCENTRED if noncentred is None else noncentred))
     if chains is not None:
         settings["chains"] = int(chains)
     if seeds is not None:

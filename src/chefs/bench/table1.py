@@ -317,7 +317,7 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred,
                                      pilot_draws)
     if not set(models) & set(NETWORKS):
-        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred or None,
+        if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred,
                                        pilot_draws)):
             raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails/--noncentred/--pilot-draws "
                              "set the "
@@ -532,9 +532,10 @@ def _rows_to_resume(path: Path, label: str) -> list[dict]:
     other = sorted({r["settings"] for r in rows} - {label})
     if other:
         raise ValueError(f"{path} was written with other settings ({'; '.join(other)}) than this run ({label}): "
-                         "resume with the same --quick/--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails "
-                         "(a run started before stop 39 without --rotate: --no-rotate --no-tails; before stop 40 without "
-                         "--tails: --no-tails)")
+                         "resume with the same --quick/--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails/"
+                         "--noncentred/--pilot-draws (a run started before stop 39 without --rotate: --no-rotate "
+                         "--no-tails; before stop 40 without --tails: --no-tails; before stop 49 without --noncentred: "
+                         "--no-noncentred --pilot-draws 32, with it: --pilot-draws 32)")
     return rows
 
 
@@ -756,7 +757,8 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
     bases = list(dict.fromkeys((r.get("settings") or "full").split(",")[0] for r in rows))
     if len(kinds) > 1 or len(bases) > 1:
         raise ValueError(f"the inputs mix runs with different settings ({'; '.join(kinds if len(kinds) > 1 else bases)})"
-                         ": --quick and full runs, or belief networks with different --sweeps/--burn-in/--thin/--margin;"
+                         ": --quick and full runs, or belief networks with different --sweeps/--burn-in/--thin/--margin/"
+                         "--pilots/--rotate/--tails/--noncentred/--pilot-draws;"
                          " merge each kind separately")
     for ds in dict.fromkeys(r["dataset"] for r in rows):  # margin="auto" differs between data sets, never within one
         margins = sorted({_row_margin(r) for r in rows if r["model"] in NETWORKS and r["dataset"] == ds})

@@ -58,7 +58,8 @@ def register(sub) -> None:
     t.add_argument("--pilot-draws", type=positive_int, default=None, metavar="D",
                    help="belief networks: importance draws of the score that ranks each chain's pilots (default: "
                         "the library's, 512 since stop 49, chefs.density.PILOT_DRAWS; rows labelled ',pilot_draws=D' "
-                        "unless 32, the default until stop 49; docs/derivations.md 3.26)")
+                        "unless 32, the default until stop 49, or with --pilots 1, when there is nothing to rank; "
+                        "docs/derivations.md 3.26)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "

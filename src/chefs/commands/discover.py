@@ -8,6 +8,7 @@ layer over :class:`chefs.causal.CausalDiscovery`.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from ._util import (check_run_out, nonneg_int, positive_float, positive_int, print_chain_comparison,
@@ -63,10 +64,11 @@ def register(sub) -> None:
     d.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     d.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
-    d.add_argument("--noncentred", action="store_true",
+    d.add_argument("--noncentred", action=argparse.BooleanOptionalAction, default=None,
                    help="after each sweep's Gibbs updates, update every hidden unit's precision and incoming scale "
                         "with its standardised noise held fixed (an exact kernel, as chefs fit --noncentred; "
-                        "docs/derivations.md 3.24)")
+                        "docs/derivations.md 3.24); default: causal discovery's, off "
+                        "(chefs.causal.CAUSAL_NONCENTRED; stop 47)")
     d.add_argument("--threshold", type=float, default=0.5,
                    help="posterior probability above which an edge enters summary.graphml")
     d.add_argument("--max-columns", type=positive_int, default=MAX_COLUMNS,
@@ -130,7 +132,7 @@ def cmd_discover(args) -> int:
                           num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,
                           progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
                           likelihood_power=args.likelihood_power, weight_prior=args.weight_prior,
-                          noncentred=args.noncentred)
+                          **({} if args.noncentred is None else {"noncentred": args.noncentred}))
     net.fit(X, names=names)
     from ..mcmc.diagnostics import write_netcdf
 
@@ -201,8 +203,9 @@ def register_bench(bench_subparsers) -> None:
                    help="the ICP's prior on the weights' precision (default: "
                         f"{_shape_rate(CAUSAL_WEIGHT_PRIOR)}, as chefs discover; 'none': "
                         "weights ~ N(0, 1) fixed, stops 26-43)")
-    c.add_argument("--noncentred", action="store_true",
-                   help="the ICP with the non-centred updates (as chefs discover --noncentred)")
+    c.add_argument("--noncentred", action=argparse.BooleanOptionalAction, default=None,
+                   help="the ICP with (or without) the non-centred updates, as chefs discover --noncentred "
+                        "(default: causal discovery's, off)")
     c.set_defaults(func=cmd_bench_causal)
 
 
