@@ -463,8 +463,9 @@ class BeliefNetwork:
         Importance draws per training point in the pilots' score (default 512,
         :data:`PILOT_DRAWS`; 32 until stop 49). At 32 the score can rank a pilot
         that has left the blurred region below one that has not; 512 ranks them
-        right, and with the non-centred updates that matters (sections 3.26-3.27). Long pilots with 512 draws
-        (``pilots=3, pilot_sweeps=10000, pilot_draws=512``) brought two-moons to
+        right, and with the non-centred updates that matters (sections 3.26-3.27).
+        Long pilots with 512 draws and without the updates (stop 31:
+        ``pilots=3, pilot_sweeps=10000, pilot_draws=512``) brought two-moons to
         DP-GMM's HD in Table 1's cells, at about 5x the CPU time, and on
         development splits too: two-moons mean HD 0.066 against 0.081 (DP-GMM
         0.066), held-out better on every split of two-moons and pinwheel
