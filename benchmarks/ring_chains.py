@@ -30,29 +30,20 @@ FIELDS = ["split", "replicate", "hellinger", "heldout_loglik", "truth", "shared_
 
 
 def shared_fraction(samples) -> tuple[float, float]:
-    """Over posterior samples (graph dicts with ``observed`` and ``edges`` [parent, child]): the fraction in which
-    some hidden unit is an ancestor of every observed unit, and the mean number of hidden units."""
+    """Over posterior samples of a two-column network (graph dicts with ``theta``, ``observed`` and ``edges``): the
+    fraction in which some hidden unit is an ancestor of both columns, and the mean number of hidden units. That is
+    :func:`chefs.causal.relations`'s ``confounded`` pair (hidden-only paths to both columns), which here is any
+    hidden common ancestor: a density network's observed units have no children."""
+    from chefs.causal import relations
+
+    if not samples:
+        raise ValueError("no samples")
     shared, hidden = [], []
     for g in samples:
-        obs = np.asarray(g["observed"], bool)
-        children = [[] for _ in range(obs.size)]
-        for p, c in g["edges"]:
-            children[p].append(c)
-        cols = set(np.flatnonzero(obs).tolist())
-
-        def below(u):
-            seen, stack = set(), [u]
-            while stack:
-                for c in children[stack.pop()]:
-                    if c not in seen:
-                        seen.add(c)
-                        stack.append(c)
-            return seen
-
-        shared.append(any(cols <= below(int(u)) for u in np.flatnonzero(~obs)))
-        hidden.append(int((~obs).sum()))
-    if not shared:
-        raise ValueError("no samples")
+        if int(np.sum(g["observed"])) != 2:
+            raise ValueError(f"a ring network has two observed units, this sample {int(np.sum(g['observed']))}")
+        shared.append(bool(relations(g)[2][0, 1]))
+        hidden.append(len(g["observed"]) - 2)
     return float(np.mean(shared)), float(np.mean(hidden))
 
 

@@ -14,7 +14,9 @@ from ring_chains import shared_fraction  # noqa: E402
 
 
 def _g(n_obs, n_hidden, edges):
-    return {"observed": [True] * n_obs + [False] * n_hidden, "edges": edges}
+    # observed units at order 0, hidden units above them (higher ids higher up)
+    return {"theta": [0.0] * n_obs + [0.1 * (k + 1) for k in range(n_hidden)],
+            "observed": [True] * n_obs + [False] * n_hidden, "edges": edges}
 
 
 def test_shared_fraction_finds_a_hidden_common_ancestor_and_only_that():
@@ -29,6 +31,8 @@ def test_shared_fraction_finds_a_hidden_common_ancestor_and_only_that():
     assert shared_fraction([both, apart, deep, none]) == (0.5, 1.25)
     with pytest.raises(ValueError):
         shared_fraction([])
+    with pytest.raises(ValueError, match="two observed units"):
+        shared_fraction([_g(3, 1, [[3, 0], [3, 1], [3, 2]])])
 
 
 def test_ring_chains_quick_run(tmp_path):

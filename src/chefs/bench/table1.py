@@ -193,6 +193,12 @@ def _replace_dir(src: Path, dst: Path) -> None:
 TOY = ("ring", "two-moons", "pinwheel")  # 2-D sets drawn in fantasy_toy.png
 
 
+def _positive_int(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    return int(v)
+
+
 def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None, pilots=None,
                    rotate=None, tails=None, noncentred=None, pilot_draws=None) -> tuple[dict, str]:
     """The belief networks' settings and their label for the CSV's ``settings`` column.
@@ -229,23 +235,19 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     tails = check_tails(TAILS if tails is None else tails)
 
     margin = MARGIN if margin is None else check_margin(margin)
-    pilots = PILOTS if pilots is None else pilots
-    if isinstance(pilots, bool) or not isinstance(pilots, (int, np.integer)) or pilots < 1:
-        raise ValueError(f"pilots must be a positive integer, got {pilots!r}")
+    pilots = _positive_int("pilots", PILOTS if pilots is None else pilots)
     base = QUICK if quick else FULL
     # every run before stop 42 labelled a margin other than 0.3 only, whatever the default
-    extra = ("" if margin == LEGACY_MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={int(pilots)}")
+    extra = ("" if margin == LEGACY_MARGIN else f",margin={margin!r}") + ("" if pilots == 1 else f",pilots={pilots}")
     extra += ",rotate=auto" if rotate == "auto" else ",rotate" if rotate else ""
     extra += ",tails=auto" if tails == "auto" else ",tails" if tails else ""
     from ..models.nlgbn import check_noncentred
 
     noncentred = NONCENTRED if noncentred is None else check_noncentred(noncentred)
     extra += ",noncentred" if noncentred else ""
-    pilot_draws = PILOT_DRAWS if pilot_draws is None else pilot_draws
-    if isinstance(pilot_draws, bool) or not isinstance(pilot_draws, (int, np.integer)) or pilot_draws < 1:
-        raise ValueError(f"pilot_draws must be a positive integer, got {pilot_draws!r}")
+    pilot_draws = _positive_int("pilot_draws", PILOT_DRAWS if pilot_draws is None else pilot_draws)
     # (with one start there is no pilot to rank: the draws change nothing, so they stay out of the label)
-    extra += "" if pilot_draws == LEGACY_PILOT_DRAWS or pilots == 1 else f",pilot_draws={int(pilot_draws)}"
+    extra += "" if pilot_draws == LEGACY_PILOT_DRAWS or pilots == 1 else f",pilot_draws={pilot_draws}"
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"
     settings = dict(base)
@@ -264,11 +266,11 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
         raise ValueError(f"no sample would be kept: sweeps ({sweeps}) minus burn-in ({burn_in}) is less than "
                          f"thin ({thin})")
     settings["margin"] = margin
-    settings["pilots"] = int(pilots)
+    settings["pilots"] = pilots
     settings["rotate"] = rotate
     settings["tails"] = tails
     settings["noncentred"] = noncentred
-    settings["pilot_draws"] = int(pilot_draws)
+    settings["pilot_draws"] = pilot_draws
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
         return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)

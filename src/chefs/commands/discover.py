@@ -80,8 +80,6 @@ def register(sub) -> None:
 
 
 def _hyper_names(text: str) -> tuple:
-    import argparse
-
     from ..density import check_sample_hyper
 
     if text.strip() == "none":
