@@ -276,11 +276,26 @@ def test_best_pilot_is_the_highest_scoring_start(tmp_path, monkeypatch):
         monkeypatch.setattr(NLGBN, "score_state", score)
         rng = run_mod.chain_seed(spec["seed"], spec["chains"], 0)
         state, model = run_mod._fresh_chain(spec, config, out, rng, 0)
-        state, model = run_mod._best_pilot(spec, config, out, rng, 3, state, model, index=0)
+        record = tmp_path / f"scores{order}.json"
+        state, model = run_mod._best_pilot(spec, config, out, rng, 3, state, model, index=0, record=record)
         assert len(seen) == 3 and len(set(seen)) == 3
         assert json.dumps(state.graph.to_dag().to_dict()) == seen[2 if order > 0 else 0]
         assert model is models[2 if order > 0 else 0]  # the chosen pilot's own model
         assert state.sweep == 0 and not state.stats.any() and not model.stats.any()
+        rec = json.loads(record.read_text())  # every pilot's score and size, and the one continued
+        assert rec["scores"] == [order * k for k in (1, 2, 3)] and rec["chosen"] == (2 if order > 0 else 0)
+        assert rec["hidden_units"] == [sum(not o for o in json.loads(g)["observed"]) for g in seen]
+        assert rec["draws"] == spec["model"]["pilot_draws"] and rec["pilot_sweeps"] == 6
+
+
+def test_fit_records_the_pilots_scores(tmp_path):
+    """A fit with pilots leaves ``chain-C/pilot_scores.json`` in its run: one finite score per pilot, the chosen
+    pilot the highest-scoring, with the pilots' draws."""
+    out = _pilot_run(tmp_path, "a", pilot_draws=8)
+    rec = json.loads((out / "chain-0" / "pilot_scores.json").read_text())
+    assert len(rec["scores"]) == 3 and all(np.isfinite(rec["scores"]))
+    assert rec["chosen"] == int(np.argmax(rec["scores"])) and rec["draws"] == 8
+    assert len(rec["hidden_units"]) == 3 and all(h >= 0 for h in rec["hidden_units"])
 
 
 def test_fit_with_pilots_resumes_bit_for_bit(tmp_path):

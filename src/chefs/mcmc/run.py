@@ -225,7 +225,8 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         if pilots > 1:
             report = _PilotReport(cdir, progress, run_dir / STOP_FILE, pilot_sweeps_total(spec))
             try:
-                state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model, report, index=index)
+                state, model = _best_pilot(spec, config, run_dir, rng, pilots, state, model, report, index=index,
+                                           record=cdir / PILOT_SCORES_FILE)
             except _Stopped:  # asked to stop during the pilots: nothing to checkpoint yet (they run again)
                 store.close()
                 return {"chain": index, "sweep": 0, "started_at": 0, "samples": 0, "stopped": True,
@@ -305,6 +306,8 @@ class _Stopped(Exception):
 
 
 PILOTS_FILE = "pilots.json"  # a chain's progress through its pilots (read by the progress bar of other processes)
+#: each pilot's score and hidden units, and which one the chain continues (written once the pilots end)
+PILOT_SCORES_FILE = "pilot_scores.json"
 
 
 def pilot_sweeps_total(spec: dict) -> int:
@@ -344,17 +347,22 @@ class _PilotReport:
 
 
 def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, state, model, report=None, *,
-                index: int):
+                index: int, record: Path | None = None):
     """Multi-start (a start-up heuristic, before any sample is kept; docs/derivations.md
     section 3.7): ``pilots`` short chains from fresh starts, ``pilot_sweeps`` sweeps each
     (structure warm-up included), all on the chain's own random stream; the one whose
     end state gives the training data the highest importance-sampled log-likelihood
     (``model.score_state`` with ``pilot_draws`` draws per point; 32 in runs written
     before the setting existed) becomes the chain's start at sweep 0. Runs before the
-    first checkpoint, so an interrupted chain repeats it exactly."""
+    first checkpoint, so an interrupted chain repeats it exactly. ``record``: a JSON file
+    that receives every pilot's score (mean log-likelihood per scored training point; null
+    where not finite) and hidden units, the draws, and the index of the pilot continued
+    (``RUN/chain-C/pilot_scores.json``), so that a poor start can be told from a later
+    collapse."""
     sweeps = int(spec["model"].get("pilot_sweeps", 0))
     draws = int(spec["model"].get("pilot_draws", 32))
     best = None
+    scores, hidden = [], []
     for p in range(pilots):
         if p:
             state, model = _fresh_chain(spec, config, run_dir, rng, index)
@@ -363,9 +371,14 @@ def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, stat
                 report()
         score = model.score_state(state.graph, rng, num_is=draws)
         score = score if np.isfinite(score) else -np.inf
+        scores.append(float(score) if np.isfinite(score) else None)
+        hidden.append(int(state.graph.num_hidden()))
         if best is None or score > best[0]:
-            best = (score, state, model)
-    _, state, model = best
+            best = (score, state, model, p)
+    _, state, model, chosen = best
+    if record is not None:
+        atomic_write_json(record, {"draws": draws, "pilot_sweeps": sweeps, "scores": scores, "hidden_units": hidden,
+                                   "chosen": chosen})
     state.sweep = 0
     state.stats[:] = 0
     model.restart()
