@@ -401,3 +401,60 @@ def test_poll_bar_counts_the_pilots(tmp_path):
     assert bar.bar.n == 7
     bar.close()
     assert R.pilot_sweeps_total({"model": {"pilots": 1, "pilot_sweeps": 6}}) == 0
+
+
+def test_pilot_structures_give_each_pilot_its_own_start(tmp_path):
+    """``pilot_structures=True``: the run stores, per chain, one starting structure for each pilot after the
+    first (drawn on their own streams, so they differ from the run's and from each other), each such pilot starts
+    from its own (``_fresh_chain(..., pilot=p)``), and ``load`` restores the setting. Off (the default until
+    rule 11 decides), the run has no such key and every pilot starts from the run's structure."""
+    from chefs.density import PILOT_STRUCTURES, BeliefNetwork
+    from chefs.graph import DAG
+    from chefs.mcmc import run as run_mod
+    from chefs.mcmc.chain import ChainConfig as CC
+
+    out = _pilot_run(tmp_path, "a", pilot_structures=True, chains=2)
+    spec = run_mod.load_spec(out)
+    assert spec["model"]["pilot_structures"] is True
+    graphs = spec["pilot_graphs"]
+    assert len(graphs) == 2 and all(len(gs) == 2 for gs in graphs)
+    keys = [json.dumps(g, sort_keys=True) for gs in graphs for g in gs] + [json.dumps(spec["initial_graph"], sort_keys=True)]
+    assert len(set(keys)) == 5  # four pilot structures and the run's, all different
+    config = CC.from_dict(spec["config"])
+    for c in range(2):
+        for p in range(3):
+            rng = run_mod.chain_seed(spec["seed"], spec["chains"], c)
+            state, _ = run_mod._fresh_chain(spec, config, out, rng, c, pilot=p)
+            want = DAG.from_dict(spec["initial_graph"] if p == 0 else graphs[c][p - 1])
+            assert state.graph.num_hidden() == want.num_hidden
+            assert state.graph.num_edges() == want.num_edges
+    assert BeliefNetwork.load(out).pilot_structures is True
+    b = _pilot_run(tmp_path, "b", pilot_structures=False)
+    assert "pilot_graphs" not in run_mod.load_spec(b) and BeliefNetwork.load(b).pilot_structures is False
+    assert isinstance(PILOT_STRUCTURES, bool)
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match="pilot_structures"):
+            BeliefNetwork(pilot_structures=bad)
+
+
+def test_pilot_structures_label_and_cli(tmp_path):
+    """Table 1's label names the setting when on with more than one pilot; ``chefs fit --pilot-structures``
+    reaches the run."""
+    from chefs.bench.table1 import chain_settings
+    from chefs.cli import main
+    from chefs.mcmc import run as run_mod
+
+    on = chain_settings(pilot_structures=True)
+    assert on[0]["pilot_structures"] is True and ",pilot_structures" in on[1]
+    assert ",pilot_structures" not in chain_settings(pilot_structures=False)[1]
+    one = chain_settings(pilots=1, pilot_structures=True)
+    assert one[0]["pilot_structures"] is False and "pilot_structures" not in one[1]
+    with pytest.raises(ValueError, match="pilot_structures"):
+        chain_settings(pilot_structures="on")
+    X = np.random.default_rng(2).normal(size=(40, 2))
+    f = tmp_path / "x.csv"
+    np.savetxt(f, X, delimiter=",")
+    out = tmp_path / "run"
+    assert main(["fit", "--data", str(f), "--out", str(out), "--sweeps", "12", "--burn-in", "6", "--thin", "2",
+                 "--pilots", "2", "--pilot-sweeps", "2", "--pilot-structures", "--no-progress"]) == 0
+    assert len(run_mod.load_spec(out)["pilot_graphs"][0]) == 1

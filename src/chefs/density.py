@@ -48,6 +48,9 @@ PILOTS = 3  # default multi-start pilots per chain (docs/derivations.md section 
 #: states by hundreds of nats; 512 ranks them). 512 with the non-centred updates since stop 49 (NONCENTRED; 3.26, 3.27)
 PILOT_DRAWS = 512
 LEGACY_PILOT_DRAWS = 32  # runs written before the setting was stored, and the default until stop 49
+#: default of ``pilot_structures``: each pilot after the first starts from its own draw of the starting structure
+#: (docs/derivations.md 3.28); False: every pilot starts from the run's one structure, as before stop 50
+PILOT_STRUCTURES = False
 #: default of ``noncentred``: the non-centred updates of each hidden unit's precision and incoming scale (3.24),
 #: on since stop 49 (rules 7-9, docs/derivations.md 3.26 and 3.27); off in causal discovery (3.8, stop 47)
 NONCENTRED = True
@@ -464,6 +467,13 @@ class BeliefNetwork:
         :data:`PILOT_DRAWS`; 32 until stop 49). At 32 the score can rank a pilot
         that has left the blurred region below one that has not; 512 ranks them
         right, and with the non-centred updates that matters (sections 3.26-3.27).
+    pilot_structures : bool
+        Each pilot after the first starts from its own draw of the starting
+        structure (``init_hidden``'s draw on its own random stream) instead of the
+        run's one structure, so that one poor structure cannot spoil every pilot
+        of a chain (docs/derivations.md 3.28). Only where the chains share one
+        starting structure (density estimation) and with ``pilots`` > 1. Default
+        :data:`PILOT_STRUCTURES`.
         Long pilots with 512 draws and without the updates (stop 31:
         ``pilots=3, pilot_sweeps=10000, pilot_draws=512``) brought two-moons to
         DP-GMM's HD in Table 1's cells, at about 5x the CPU time, and on
@@ -509,7 +519,7 @@ class BeliefNetwork:
                  init_activations: str = "projection", hmc_steps: int = 0, pilots: int = PILOTS,
                  pilot_sweeps: int | None = None, scheduler: str | None = None, pilot_draws: int = PILOT_DRAWS,
                  rotate: bool | str = ROTATE, tails: bool | str = TAILS, likelihood_power: float = 1.0,
-                 noncentred: bool = NONCENTRED):
+                 noncentred: bool = NONCENTRED, pilot_structures: bool = PILOT_STRUCTURES):
         if prior not in ("icp", "cibp", "ecibp"):
             raise ValueError(f"unknown prior {prior!r} (available: icp, cibp, ecibp)")
         self.prior = prior
@@ -547,6 +557,9 @@ class BeliefNetwork:
         self.pilots = int(pilots)
         self.pilot_sweeps = max(1, burn_in // 2) if pilot_sweeps is None else int(pilot_sweeps)
         self.pilot_draws = int(pilot_draws)
+        if not isinstance(pilot_structures, (bool, np.bool_)):
+            raise ValueError(f"pilot_structures must be True or False, got {pilot_structures!r}")
+        self.pilot_structures = bool(pilot_structures)
         self.scheduler = scheduler
         self.rotate = check_rotate(rotate)
         self.tails = check_tails(tails)
@@ -629,9 +642,14 @@ class BeliefNetwork:
         check_run_settings(self.sweeps, self.burn_in, self.thin, self.chains, self.seed, self.checkpoint_every)
         per_chain = self._initial_graphs(D)
         init = None if per_chain is not None else self._initial_graph(D)
+        pilot_graphs = None
+        if self.pilot_structures and self.pilots > 1 and init is not None:  # (runs without the key: shared)
+            model["pilot_structures"] = True
+            pilot_graphs = [[self._initial_graph(D, pilot=(c, p)) for p in range(1, self.pilots)]
+                            for c in range(int(self.chains))]
         run = create_run(out, config, self.sweeps, self.burn_in, self.thin, self.chains, self.seed,
                          self.checkpoint_every, model=model, force=self.force, initial_graph=init,
-                         initial_graphs=per_chain)
+                         initial_graphs=per_chain, pilot_graphs=pilot_graphs)
         np.save(run / "train01.npy", self.map_.forward(X))
         np.save(run / "train.npy", X)
         (run / "unitmap.json").write_text(json.dumps({**self.map_.to_dict(), "inputs": list(self.inputs)}))
@@ -657,7 +675,7 @@ class BeliefNetwork:
         draws one per chain)."""
         return None
 
-    def _initial_graph(self, D: int, chain: int = 0, observed_order=None):
+    def _initial_graph(self, D: int, chain: int = 0, observed_order=None, pilot=None):
         """Starting structure: a draw from the ICP with gamma chosen so that the
         expected number of hidden units is about ``init_hidden`` (first layer),
         every hidden unit connected to the data; None for an empty start.
@@ -665,12 +683,16 @@ class BeliefNetwork:
         ``chain`` > 0 draws another structure (its own random stream); chain 0's is the
         structure that every chain shares when :meth:`_initial_graphs` gives None.
         ``observed_order``: the observed units' order values to draw it at (default
-        :meth:`_observed_orders`; the ICP marks given values as fixed)."""
+        :meth:`_observed_orders`; the ICP marks given values as fixed). ``pilot``: a pair
+        (chain, pilot) whose own structure to draw (``pilot_structures``; its own stream)."""
         if not self.init_hidden:
             return None
         from .priors.icp import ICP
 
-        rng = np.random.default_rng([self.seed, 7919] if chain == 0 else [self.seed, 7919, chain])
+        if pilot is not None:
+            rng = np.random.default_rng([self.seed, 7919, 104729, int(pilot[0]), int(pilot[1])])
+        else:
+            rng = np.random.default_rng([self.seed, 7919] if chain == 0 else [self.seed, 7919, chain])
         if self.prior != "icp":
             from .mcmc.run import make_structure_prior
 
@@ -711,6 +733,7 @@ class BeliefNetwork:
         if "pilot_sweeps" in spec["model"]:
             net.pilot_sweeps = int(spec["model"]["pilot_sweeps"])
         net.pilot_draws = int(spec["model"].get("pilot_draws", LEGACY_PILOT_DRAWS))
+        net.pilot_structures = bool(spec["model"].get("pilot_structures", False))
         net.weight_prior = check_weight_prior(spec["model"].get("weight_prior"))  # the run's, not the class default
         net.prior = (spec["model"].get("structure_prior") or {}).get("name", "icp")  # a CIBP/ECIBP run stays one
         cfg = spec.get("config", {})  # the run's hyperparameter settings, so that a refit repeats them

@@ -155,7 +155,7 @@ def fit_network(prior, train, test, n, rng, settings, out, chains=1):
                             checkpoint_every=30.0, num_tries=settings["num_tries"], margin=settings["margin"],
                             pilots=settings["pilots"], rotate=settings["rotate"],
                             tails=settings["tails"], noncentred=settings["noncentred"],
-                            pilot_draws=settings["pilot_draws"])
+                            pilot_draws=settings["pilot_draws"], pilot_structures=settings["pilot_structures"])
         net.fit(train)  # the samples are in memory from here on
         if out is not None:
             _replace_dir(run, Path(out))
@@ -200,7 +200,8 @@ def _positive_int(name: str, v) -> int:
 
 
 def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=None, pilots=None,
-                   rotate=None, tails=None, noncentred=None, pilot_draws=None) -> tuple[dict, str]:
+                   rotate=None, tails=None, noncentred=None, pilot_draws=None,
+                   pilot_structures=None) -> tuple[dict, str]:
     """The belief networks' settings and their label for the CSV's ``settings`` column.
 
     ``sweeps``/``burn_in``/``thin`` override the quick or full chains of all three
@@ -226,10 +227,13 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     (docs/derivations.md 3.24; default :data:`chefs.density.NONCENTRED`, on since stop 49), labelled
     ``",noncentred"`` when on. ``pilot_draws``: importance draws of the score that ranks each chain's
     pilots (default :data:`chefs.density.PILOT_DRAWS`, 512 since stop 49), labelled ``",pilot_draws=D"``
-    when not 32, every earlier run's, and there are pilots to rank (docs/derivations.md 3.7, 3.26). So the
-    rows of every run keep the label of what they ran, whatever the default of the day."""
-    from ..density import (LEGACY_MARGIN, LEGACY_PILOT_DRAWS, MARGIN, NONCENTRED, PILOT_DRAWS, PILOTS, ROTATE, TAILS,
-                           check_margin, check_rotate, check_tails)
+    when not 32, every earlier run's, and there are pilots to rank (docs/derivations.md 3.7, 3.26).
+    ``pilot_structures``: each pilot after the first from its own starting structure (default
+    :data:`chefs.density.PILOT_STRUCTURES`; docs/derivations.md 3.28), labelled ``",pilot_structures"``
+    when on and there is more than one pilot. So the rows of every run keep the label of what they ran,
+    whatever the default of the day."""
+    from ..density import (LEGACY_MARGIN, LEGACY_PILOT_DRAWS, MARGIN, NONCENTRED, PILOT_DRAWS, PILOT_STRUCTURES,
+                           PILOTS, ROTATE, TAILS, check_margin, check_rotate, check_tails)
 
     rotate = check_rotate(ROTATE if rotate is None else rotate)
     tails = check_tails(TAILS if tails is None else tails)
@@ -248,6 +252,11 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     pilot_draws = _positive_int("pilot_draws", PILOT_DRAWS if pilot_draws is None else pilot_draws)
     # (with one start there is no pilot to rank: the draws change nothing, so they stay out of the label)
     extra += "" if pilot_draws == LEGACY_PILOT_DRAWS or pilots == 1 else f",pilot_draws={pilot_draws}"
+    pilot_structures = PILOT_STRUCTURES if pilot_structures is None else pilot_structures
+    if not isinstance(pilot_structures, (bool, np.bool_)):
+        raise ValueError(f"pilot_structures must be True or False, got {pilot_structures!r}")
+    pilot_structures = bool(pilot_structures) and pilots > 1  # (one start: nothing to draw)
+    extra += ",pilot_structures" if pilot_structures else ""
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"
     settings = dict(base)
@@ -271,6 +280,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     settings["tails"] = tails
     settings["noncentred"] = noncentred
     settings["pilot_draws"] = pilot_draws
+    settings["pilot_structures"] = pilot_structures
     if (sweeps, burn_in, thin) == (base["sweeps"], base["burn_in"], base["thin"]):
         return settings, label + extra
     settings.update(sweeps=sweeps, burn_in=burn_in, thin=thin)
@@ -280,7 +290,8 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
 def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, data_dir=None, log=print,
                chains: int = 1, jobs: int | None = None, force: bool = False, sweeps=None, burn_in=None,
                thin=None, margin=None, resume: bool = False, scheduler: str | None = None, progress=None,
-               pilots=None, rotate=None, tails=None, noncentred=None, pilot_draws=None) -> Path:
+               pilots=None, rotate=None, tails=None, noncentred=None, pilot_draws=None,
+               pilot_structures=None) -> Path:
     """Run the benchmark (Table 1 of 002, section 4.1; 001 section 3); writes table1.csv,
     table1.md and figures under ``out``.
     ``chains`` independent MCMC chains per belief-network fit (pooled; run in
@@ -317,12 +328,12 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
     if int(jobs) != jobs or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred,
-                                     pilot_draws)
+                                     pilot_draws, pilot_structures)
     if not set(models) & set(NETWORKS):
         if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred,
-                                       pilot_draws)):
-            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails/--noncentred/--pilot-draws "
-                             "set the "
+                                       pilot_draws, pilot_structures)):
+            raise ValueError("--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails/--noncentred/--pilot-draws/"
+                             "--pilot-structures set the "
                              "belief networks' "
                              "chains, but none of icp, cibp, ecibp is among the models")
         label = "quick" if quick else "full"  # the settings label describes the networks' chains only
@@ -535,7 +546,7 @@ def _rows_to_resume(path: Path, label: str) -> list[dict]:
     if other:
         raise ValueError(f"{path} was written with other settings ({'; '.join(other)}) than this run ({label}): "
                          "resume with the same --quick/--sweeps/--burn-in/--thin/--margin/--pilots/--rotate/--tails/"
-                         "--noncentred/--pilot-draws (a run started before stop 39 without --rotate: --no-rotate "
+                         "--noncentred/--pilot-draws/--pilot-structures (a run started before stop 39 without --rotate: --no-rotate "
                          "--no-tails; before stop 40 without --tails: --no-tails; before stop 49 without --noncentred: "
                          "--no-noncentred --pilot-draws 32, with it: --pilot-draws 32)")
     return rows
@@ -760,7 +771,7 @@ def merge_tables(csv_paths, out, force: bool = False) -> Path:
     if len(kinds) > 1 or len(bases) > 1:
         raise ValueError(f"the inputs mix runs with different settings ({'; '.join(kinds if len(kinds) > 1 else bases)})"
                          ": --quick and full runs, or belief networks with different --sweeps/--burn-in/--thin/--margin/"
-                         "--pilots/--rotate/--tails/--noncentred/--pilot-draws;"
+                         "--pilots/--rotate/--tails/--noncentred/--pilot-draws/--pilot-structures;"
                          " merge each kind separately")
     for ds in dict.fromkeys(r["dataset"] for r in rows):  # margin="auto" differs between data sets, never within one
         margins = sorted({_row_margin(r) for r in rows if r["model"] in NETWORKS and r["dataset"] == ds})

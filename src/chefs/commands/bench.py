@@ -60,6 +60,11 @@ def register(sub) -> None:
                         "the library's, 512 since stop 49, chefs.density.PILOT_DRAWS; rows labelled ',pilot_draws=D' "
                         "unless 32, the default until stop 49, or with --pilots 1, when there is nothing to rank; "
                         "docs/derivations.md 3.26)")
+    t.add_argument("--pilot-structures", action=argparse.BooleanOptionalAction, default=None,
+                   help="belief networks: each pilot after the first starts from its own draw of the starting "
+                        "structure (rows labelled ',pilot_structures'; docs/derivations.md 3.28), or every pilot "
+                        "from the run's one structure (--no-pilot-structures, unlabelled, as before stop 50); "
+                        "default: the library's (chefs.density.PILOT_STRUCTURES)")
     t.add_argument("--force", action="store_true", help="replace an existing OUT/table1.csv")
     t.add_argument("--resume", action="store_true",
                    help="finish an interrupted run: keep the rows in OUT/table1.csv and run only the missing "
@@ -105,7 +110,8 @@ def cmd_table1(args) -> int:
     path = run_table1(args.out, datasets, models, seeds, args.quick, args.data_dir, chains=args.chains,
                       jobs=args.jobs, force=args.force, sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin,
                       margin=args.margin, resume=args.resume, pilots=args.pilots, scheduler=args.scheduler,
-                      rotate=args.rotate, tails=args.tails, noncentred=args.noncentred, pilot_draws=args.pilot_draws)
+                      rotate=args.rotate, tails=args.tails, noncentred=args.noncentred, pilot_draws=args.pilot_draws,
+                      pilot_structures=args.pilot_structures)
     print(f"wrote {path}, {path.with_suffix('.md')}")
     print(path.with_suffix(".md").read_text())
     return 0

@@ -63,6 +63,10 @@ def register(sub) -> None:
                    help="importance draws per training point in the pilots' score (default: the library's, 512 "
                         "since stop 49, chefs.density.PILOT_DRAWS; 32 before, which can rank a pilot that left the "
                         "blur below one that did not: docs/derivations.md 3.9, 3.26)")
+    f.add_argument("--pilot-structures", action=argparse.BooleanOptionalAction, default=None,
+                   help="each pilot after the first starts from its own draw of the starting structure, not the "
+                        "run's one structure (docs/derivations.md 3.28); default: the library's "
+                        "(chefs.density.PILOT_STRUCTURES)")
     f.add_argument("--margin", type=margin_arg, default=None,
                    help="unit-map margin: each column's training range goes onto [MARGIN, 1 - MARGIN] before the "
                         f"observed units' sigmoid (default: {MARGIN}, chefs.density.MARGIN); auto: 0.1 with 3 or more "
@@ -178,7 +182,8 @@ def cmd_fit(args) -> int:
                         **({} if args.noncentred is None else {"noncentred": args.noncentred}),
                         **({} if args.pilots is None else {"pilots": args.pilots}),
                         pilot_sweeps=args.pilot_sweeps,
-                        **({} if args.pilot_draws is None else {"pilot_draws": args.pilot_draws}))
+                        **({} if args.pilot_draws is None else {"pilot_draws": args.pilot_draws}),
+                        **({} if args.pilot_structures is None else {"pilot_structures": args.pilot_structures}))
     from ..bench.compare import FitClock, write_fit_record
 
     clock, untimed = FitClock(), "the fit did not run to its end (interrupted or failed; `chefs resume` finished it)"

@@ -116,13 +116,18 @@ def check_run_settings(sweeps, burn_in, thin, chains, seed, checkpoint_every=5.0
 
 def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: int = 1, chains: int = 1,
                seed: int = 0, checkpoint_every: float = 5.0, model: dict | None = None, force: bool = False,
-               initial_graph=None, initial_graphs=None) -> Path:
+               initial_graph=None, initial_graphs=None, pilot_graphs=None) -> Path:
     """Create a run directory (refuses to overwrite an existing one unless ``force``).
 
     ``initial_graph``: one starting structure shared by every chain (None: the observed
     nodes alone). ``initial_graphs``: one per chain instead (a list of ``chains`` DAGs;
-    docs/derivations.md 3.8: causal discovery starts each chain at its own start)."""
+    docs/derivations.md 3.8: causal discovery starts each chain at its own start).
+    ``pilot_graphs``: per chain, the starting structures of its pilots after the first
+    (a list of ``chains`` lists of DAGs; pilot 0 starts where the chain would; without
+    it every pilot starts there, as runs before stop 50 did; docs/derivations.md 3.28)."""
     check_run_settings(sweeps, burn_in, thin, chains, seed, checkpoint_every)
+    if pilot_graphs is not None and len(pilot_graphs) != int(chains):
+        raise ValueError(f"pilot_graphs needs one list of graphs per chain ({chains}), got {len(pilot_graphs)}")
     if initial_graphs is not None:
         if initial_graph is not None:
             raise ValueError("give either initial_graph (shared) or initial_graphs (one per chain), not both")
@@ -152,6 +157,7 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
         "model": model or {"name": "null"},
         "initial_graph": None if initial_graph is None else initial_graph.to_dict(),
         **({} if initial_graphs is None else {"initial_graphs": [g.to_dict() for g in initial_graphs]}),
+        **({} if pilot_graphs is None else {"pilot_graphs": [[g.to_dict() for g in gs] for gs in pilot_graphs]}),
         "versions": package_versions(),
     }
     atomic_write_json(out / CONFIG_FILE, spec)
@@ -277,13 +283,16 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
         store.close()
 
 
-def _fresh_chain(spec: dict, config: ChainConfig, run_dir, rng, index: int):
+def _fresh_chain(spec: dict, config: ChainConfig, run_dir, rng, index: int, pilot: int = 0):
     """A chain's start: chain ``index``'s own initial graph when the run has one per chain
     (``initial_graphs``), else the run's shared one (or the observed nodes alone), and the
-    model's start values, all drawn from ``rng``."""
+    model's start values, all drawn from ``rng``. ``pilot`` > 0 with ``pilot_graphs`` in the
+    run: that pilot's own starting structure instead."""
     from ..graph import DAG
 
-    if spec.get("initial_graphs"):
+    if pilot and spec.get("pilot_graphs"):
+        init = DAG.from_dict(spec["pilot_graphs"][index][pilot - 1])
+    elif spec.get("initial_graphs"):
         init = DAG.from_dict(spec["initial_graphs"][index])
     else:
         init = DAG.from_dict(spec["initial_graph"]) if spec.get("initial_graph") else None
@@ -365,7 +374,7 @@ def _best_pilot(spec: dict, config: ChainConfig, run_dir, rng, pilots: int, stat
     scores, hidden = [], []
     for p in range(pilots):
         if p:
-            state, model = _fresh_chain(spec, config, run_dir, rng, index)
+            state, model = _fresh_chain(spec, config, run_dir, rng, index, pilot=p)
         for _ in sample(state, config, sweeps, model):
             if report is not None:
                 report()
