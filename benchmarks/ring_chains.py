@@ -8,8 +8,9 @@ training subsample, 3,000 sweeps, burn-in 1,500, thin 30, one chain) at each spl
 day plus ``--icp`` (``BeliefNetwork`` keyword arguments as JSON). Per chain: the Hellinger distance and the held-out
 log-likelihood per test point (512 draws, Table 1's rule), the true density's held-out value, the fraction of kept
 samples in which some hidden unit is an ancestor of both columns (:func:`shared_fraction`), the mean number of hidden
-units, the fit's CPU seconds, and the settings the fit resolved (``noncentred``, ``pilot_draws``). A chain "ends with the columns modelled as independent" when that fraction is below
-one half. Stop 49 ran it with the default of that stop (docs/derivations.md 3.27: none of 12; one two-unit blob).
+units, the fit's CPU seconds, and the settings the fit resolved (``noncentred``, ``pilot_draws``, and
+``pilot_structures``: whether its pilots had their own starting structures). A chain "ends with the columns modelled
+as independent" when that fraction is below one half. Stop 49 ran it with the default of that stop (docs/derivations.md 3.27: none of 12; one two-unit blob).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 FIELDS = ["split", "replicate", "hellinger", "heldout_loglik", "truth", "shared_fraction", "hidden_mean",
-          "cpu_seconds", "noncentred", "pilot_draws"]
+          "cpu_seconds", "noncentred", "pilot_draws", "pilot_structures"]
 
 
 def shared_fraction(samples) -> tuple[float, float]:
@@ -54,6 +55,7 @@ def chain_row(task) -> dict:
     from chefs.bench.table1 import evaluate_network
     from chefs.datasets import true_heldout_loglik
     from chefs.evaluation import hellinger
+    from chefs.mcmc.run import load_spec
 
     kw = dict(icp, **({"replicate": rep} if rep else {}))
     net, (train, test), rng, cpu, settings, _ = cell_network("ring", split, kw, data_dir, quick)
@@ -61,7 +63,8 @@ def chain_row(task) -> dict:
     frac, hidden = shared_fraction(net.samples_)
     return {"split": split, "replicate": rep, "hellinger": hellinger(fantasy, test), "heldout_loglik": ll,
             "truth": true_heldout_loglik("ring", split), "shared_fraction": frac, "hidden_mean": hidden,
-            "cpu_seconds": cpu, "noncentred": net.noncentred, "pilot_draws": net.pilot_draws}
+            "cpu_seconds": cpu, "noncentred": net.noncentred, "pilot_draws": net.pilot_draws,
+            "pilot_structures": "pilot_graphs" in load_spec(net.run_dir_)}
 
 
 def main(argv=None) -> int:

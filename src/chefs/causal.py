@@ -504,6 +504,9 @@ class CausalDiscovery(BeliefNetwork):
         if kw.pop("tails", False):
             raise ValueError("causal discovery keeps each variable's scale affine (its mechanisms act on it): "
                              "tails must be False")
+        if kw.pop("pilot_structures", False):
+            raise ValueError("causal discovery starts each chain from its own structure, and its pilots from the "
+                             "chain's: pilot_structures must be False")
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
         kw.setdefault("chains", CAUSAL_CHAINS)

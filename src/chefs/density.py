@@ -90,6 +90,13 @@ def check_weight_prior(weight_prior):
     return vals
 
 
+def check_pilot_structures(value) -> bool:
+    """``pilot_structures`` as a bool; anything but True or False is refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"pilot_structures must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_margin(margin, allow_auto: bool = True) -> float | str:
     """A unit-map margin: a number in [MIN_MARGIN, 0.5) (docs/derivations.md section 3.1), or
     ``"auto"`` (:func:`resolve_margin`) unless ``allow_auto`` is False."""
@@ -467,13 +474,6 @@ class BeliefNetwork:
         :data:`PILOT_DRAWS`; 32 until stop 49). At 32 the score can rank a pilot
         that has left the blurred region below one that has not; 512 ranks them
         right, and with the non-centred updates that matters (sections 3.26-3.27).
-    pilot_structures : bool
-        Each pilot after the first starts from its own draw of the starting
-        structure (``init_hidden``'s draw on its own random stream) instead of the
-        run's one structure, so that one poor structure cannot spoil every pilot
-        of a chain (docs/derivations.md 3.28). Only where the chains share one
-        starting structure (density estimation) and with ``pilots`` > 1. Default
-        :data:`PILOT_STRUCTURES`.
         Long pilots with 512 draws and without the updates (stop 31:
         ``pilots=3, pilot_sweeps=10000, pilot_draws=512``) brought two-moons to
         DP-GMM's HD in Table 1's cells, at about 5x the CPU time, and on
@@ -482,6 +482,14 @@ class BeliefNetwork:
         (docs/derivations.md section 3.12). Pilots of 3,000 sweeps with 512 draws
         raised pinwheel's held-out log-likelihood but did not help two-moons or
         ring, at 1.5-2.5x the CPU (section 3.9).
+    pilot_structures : bool
+        Each pilot after the first starts from its own draw of the starting
+        structure (``init_hidden``'s draw on its own random stream) instead of the
+        run's one structure, so that one poor structure cannot spoil every pilot
+        of a chain (docs/derivations.md 3.28). It acts where the chains share one
+        starting structure (density estimation, ``init_hidden`` > 0) and with
+        ``pilots`` > 1, and changes nothing otherwise. Default
+        :data:`PILOT_STRUCTURES`.
     init_activations : "projection" or "prior"
         How each chain's hidden activations start: soft half-space features of
         the data (the default; chains find the shared hidden units far more
@@ -557,9 +565,7 @@ class BeliefNetwork:
         self.pilots = int(pilots)
         self.pilot_sweeps = max(1, burn_in // 2) if pilot_sweeps is None else int(pilot_sweeps)
         self.pilot_draws = int(pilot_draws)
-        if not isinstance(pilot_structures, (bool, np.bool_)):
-            raise ValueError(f"pilot_structures must be True or False, got {pilot_structures!r}")
-        self.pilot_structures = bool(pilot_structures)
+        self.pilot_structures = check_pilot_structures(pilot_structures)
         self.scheduler = scheduler
         self.rotate = check_rotate(rotate)
         self.tails = check_tails(tails)

@@ -233,7 +233,7 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     when on and there is more than one pilot. So the rows of every run keep the label of what they ran,
     whatever the default of the day."""
     from ..density import (LEGACY_MARGIN, LEGACY_PILOT_DRAWS, MARGIN, NONCENTRED, PILOT_DRAWS, PILOT_STRUCTURES,
-                           PILOTS, ROTATE, TAILS, check_margin, check_rotate, check_tails)
+                           PILOTS, ROTATE, TAILS, check_margin, check_pilot_structures, check_rotate, check_tails)
 
     rotate = check_rotate(ROTATE if rotate is None else rotate)
     tails = check_tails(TAILS if tails is None else tails)
@@ -252,10 +252,8 @@ def chain_settings(quick=False, sweeps=None, burn_in=None, thin=None, margin=Non
     pilot_draws = _positive_int("pilot_draws", PILOT_DRAWS if pilot_draws is None else pilot_draws)
     # (with one start there is no pilot to rank: the draws change nothing, so they stay out of the label)
     extra += "" if pilot_draws == LEGACY_PILOT_DRAWS or pilots == 1 else f",pilot_draws={pilot_draws}"
-    pilot_structures = PILOT_STRUCTURES if pilot_structures is None else pilot_structures
-    if not isinstance(pilot_structures, (bool, np.bool_)):
-        raise ValueError(f"pilot_structures must be True or False, got {pilot_structures!r}")
-    pilot_structures = bool(pilot_structures) and pilots > 1  # (one start: nothing to draw)
+    pilot_structures = check_pilot_structures(PILOT_STRUCTURES if pilot_structures is None else pilot_structures)
+    pilot_structures = pilot_structures and pilots > 1  # (one start: nothing to draw)
     extra += ",pilot_structures" if pilot_structures else ""
     if base["heldout_draws"] != UNLABELLED_HELDOUT_DRAWS:
         extra += f",heldout_draws={base['heldout_draws']}"

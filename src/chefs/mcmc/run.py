@@ -126,8 +126,11 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
     (a list of ``chains`` lists of DAGs; pilot 0 starts where the chain would; without
     it every pilot starts there, as runs before stop 50 did; docs/derivations.md 3.28)."""
     check_run_settings(sweeps, burn_in, thin, chains, seed, checkpoint_every)
-    if pilot_graphs is not None and len(pilot_graphs) != int(chains):
-        raise ValueError(f"pilot_graphs needs one list of graphs per chain ({chains}), got {len(pilot_graphs)}")
+    if pilot_graphs is not None:
+        wanted = int((model or {}).get("pilots", 1)) - 1
+        if len(pilot_graphs) != int(chains) or any(len(gs) != wanted for gs in pilot_graphs):
+            raise ValueError(f"pilot_graphs needs, per chain ({chains}), one graph for each pilot after the first "
+                             f"({wanted}), got {[len(gs) for gs in pilot_graphs]}")
     if initial_graphs is not None:
         if initial_graph is not None:
             raise ValueError("give either initial_graph (shared) or initial_graphs (one per chain), not both")
