@@ -407,8 +407,8 @@ def test_poll_bar_counts_the_pilots(tmp_path):
 def test_pilot_structures_give_each_pilot_its_own_start(tmp_path):
     """``pilot_structures=True``: the run stores, per chain, one starting structure for each pilot after the
     first (drawn on their own streams, so they differ from the run's and from each other), each such pilot starts
-    from its own (``_fresh_chain(..., pilot=p)``), and ``load`` restores the setting. Off (the default until
-    rule 11 decides), the run has no such key and every pilot starts from the run's structure."""
+    from its own (``_fresh_chain(..., pilot=p)``), and ``load`` restores the setting. Off (the default: rule 11
+    failed, docs/derivations.md 3.28), the run has no such key and every pilot starts from the run's structure."""
     from chefs.density import PILOT_STRUCTURES, BeliefNetwork
     from chefs.graph import DAG
     from chefs.mcmc import run as run_mod

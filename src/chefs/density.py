@@ -49,7 +49,8 @@ PILOTS = 3  # default multi-start pilots per chain (docs/derivations.md section 
 PILOT_DRAWS = 512
 LEGACY_PILOT_DRAWS = 32  # runs written before the setting was stored, and the default until stop 49
 #: default of ``pilot_structures``: each pilot after the first starts from its own draw of the starting structure
-#: (docs/derivations.md 3.28); False: every pilot starts from the run's one structure, as before stop 50
+#: (docs/derivations.md 3.28). Off: rule 11 (stop 50) found it fixing ring's failed chains and lowering all three
+#: priors' mean HD, but the ICP then ahead of both layered priors on 6 of 9 sets, not 7
 PILOT_STRUCTURES = False
 #: default of ``noncentred``: the non-centred updates of each hidden unit's precision and incoming scale (3.24),
 #: on since stop 49 (rules 7-9, docs/derivations.md 3.26 and 3.27); off in causal discovery (3.8, stop 47)
