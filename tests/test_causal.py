@@ -592,7 +592,7 @@ def test_each_chain_starts_at_its_own_prior_draw(tmp_path, monkeypatch, capsys):
     spec["model"].update(pilots=2, pilot_sweeps=1)
     (run / "config.json").write_text(json.dumps(spec))
     seen, real = [], run_mod._fresh_chain
-    monkeypatch.setattr(run_mod, "_fresh_chain", lambda *a: seen.append(a[4]) or real(*a))
+    monkeypatch.setattr(run_mod, "_fresh_chain", lambda *a, **k: seen.append(a[4]) or real(*a, **k))
     for i in range(3):
         shutil.rmtree(run / f"chain-{i}")
         run_mod.run_chain(run, i, stop_after=0)
