@@ -93,9 +93,9 @@ def check_weight_prior(weight_prior):
 
 def check_pilot_structures(value) -> bool:
     """``pilot_structures`` as a bool; anything but True or False is refused."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"pilot_structures must be True or False, got {value!r}")
-    return bool(value)
+    from .models.nlgbn import check_flag
+
+    return check_flag("pilot_structures", value)
 
 
 def check_margin(margin, allow_auto: bool = True) -> float | str:

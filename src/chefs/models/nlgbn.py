@@ -73,11 +73,16 @@ def collapsed_gain(u: np.ndarray, r: np.ndarray, rho: float, v: float = 1.0) -> 
     return -0.5 * math.log(d) + 0.5 * v * t * t / d, v * t / d, v / d
 
 
+def check_flag(name: str, value) -> bool:
+    """A True/False setting ``name`` as a bool; anything else (1, "yes", None) is refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_noncentred(value) -> bool:
     """``noncentred`` (:meth:`NLGBN.noncentred_update`) as a bool; anything but True or False is refused."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"noncentred must be True or False, got {value!r}")
-    return bool(value)
+    return check_flag("noncentred", value)
 
 
 def check_likelihood_power(power, hmc_steps: int = 0) -> float:
