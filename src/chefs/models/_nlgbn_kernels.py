@@ -285,3 +285,75 @@ def edge_pass(rng, theta, obs, alive, Z, m, npar, a, W, Y, U, MU, rho, alpha, ph
         stats[0, 0] += 1
         if changed:
             stats[0, 1] += 1
+
+
+# ---------------------------------------------------------------- the non-centred updates (docs/derivations.md 3.24)
+@njit(cache=CACHE, error_model="numpy")
+def _nc_children_loglik(A, mu, B, v, Yc, base, wc, rc, u):
+    """The log-density of h's children (up to a constant) with h's pre-activations ``A mu + B v``:
+    ``-1/2 sum_c rc[c] sum_n (Yc - base - wc[c] expit(A mu + B v))^2`` (``u`` is a scratch row)."""
+    N = mu.shape[0]
+    for n in range(N):
+        u[n] = 1.0 / (1.0 + math.exp(-(A * mu[n] + B * v[n])))
+    tot = 0.0
+    for ci in range(Yc.shape[0]):
+        s = 0.0
+        w = wc[ci]
+        for n in range(N):
+            r = Yc[ci, n] - base[ci, n] - w * u[n]
+            s += r * r
+        tot += rc[ci] * s
+    return -0.5 * tot
+
+
+@njit(cache=CACHE, error_model="numpy")
+def _nc_logf(mode, t, c1, c2, mu, v, Yc, base, wc, rc, u, no_data):
+    """The two slice targets of ``noncentred_unit`` on the log scale: mode 0, ``log rho_h = t`` with
+    ``c1 t - c2 e^t`` (the Gamma prior with its Jacobian) and h's pre-activations ``mu + eps e^(-t/2)``;
+    mode 1, the scale ``log g = t`` with ``-q e^(2t) + k t`` (c2 = q, c1 = k) and ``e^t mu + noise``."""
+    if mode == 0:
+        f = c1 * t - c2 * math.exp(t)
+        return f if no_data else f + _nc_children_loglik(1.0, mu, math.exp(-0.5 * t), v, Yc, base, wc, rc, u)
+    f = -math.exp(2.0 * t) * c2 + c1 * t
+    return f if no_data else f + _nc_children_loglik(math.exp(t), mu, 1.0, v, Yc, base, wc, rc, u)
+
+
+@njit(cache=CACHE, error_model="numpy")
+def _nc_slice(rng, mode, x0, c1, c2, mu, v, Yc, base, wc, rc, u, no_data):
+    """One slice-sampling update of ``log x`` (stepping out, width 1, at most 50 steps): the same draws
+    in the same order as :func:`chefs.mcmc.hyper.slice_sample_log`."""
+    width = 1.0
+    max_steps = 50
+    y0 = math.log(x0)
+    level = _nc_logf(mode, y0, c1, c2, mu, v, Yc, base, wc, rc, u, no_data) + math.log(rng.random())
+    left = y0 - width * rng.random()
+    right = left + width
+    j = int(max_steps * rng.random())
+    k = max_steps - 1 - j
+    while j > 0 and _nc_logf(mode, left, c1, c2, mu, v, Yc, base, wc, rc, u, no_data) > level:
+        left -= width
+        j -= 1
+    while k > 0 and _nc_logf(mode, right, c1, c2, mu, v, Yc, base, wc, rc, u, no_data) > level:
+        right += width
+        k -= 1
+    while True:
+        y = left + (right - left) * rng.random()
+        if _nc_logf(mode, y, c1, c2, mu, v, Yc, base, wc, rc, u, no_data) > level:
+            return math.exp(y)
+        if y < y0:
+            left = y
+        else:
+            right = y
+
+
+@njit(cache=CACHE, error_model="numpy")
+def noncentred_unit(rng, rho_h, mu, eps, Yc, base, wc, rc, jac_rho, rate, q, k, no_data):
+    """The non-centred updates of one hidden unit h (``NLGBN.noncentred_update``, which has the maths):
+    with ``eps`` (h's standardised noise) held, a slice update of ``log rho_h`` and then one of the scale
+    ``g`` of ``(b_h, W_.h)``. ``mu`` is h's mean, ``Yc``/``base``/``wc``/``rc`` its children's values,
+    their means without h, h's weights to them and their precisions. Returns ``(rho_h', g)``."""
+    u = np.empty(mu.shape[0])
+    rho_new = _nc_slice(rng, 0, rho_h, jac_rho, rate, mu, eps, Yc, base, wc, rc, u, no_data)
+    noise = eps * (1.0 / math.sqrt(rho_new))
+    g = _nc_slice(rng, 1, 1.0, k, q, mu, noise, Yc, base, wc, rc, u, no_data)
+    return rho_new, g

@@ -592,7 +592,16 @@ class NLGBN:
         a slice-sampling update of ``log rho_h``, then one of a common scale ``g`` of
         ``(b_h, W_.h)`` (a group move with Jacobian ``g^(p + 1)``, p parents). The targets are
         the conditionals of the joint density in those coordinates: the parameters' priors
-        times h's children's densities (docs/derivations.md section 3.24)."""
+        times h's children's densities (docs/derivations.md section 3.24). The slice samplers run in
+        one numba kernel per unit (``_nlgbn_kernels.noncentred_unit``; since stop 51, with the same
+        draws as :meth:`_noncentred_update_reference`, the numpy code it replaced, tested against it)."""
+        self._noncentred_update(rng, state, False)
+
+    def _noncentred_update_reference(self, rng, state) -> None:
+        """:meth:`noncentred_update` in numpy and Python closures (stops 46-50; tests only)."""
+        self._noncentred_update(rng, state, True)
+
+    def _noncentred_update(self, rng, state, reference: bool) -> None:
         from ..mcmc.hyper import slice_sample_log
 
         a, rate = self.rho_prior
@@ -607,22 +616,26 @@ class NLGBN:
             rc = self.rho[ch].copy()  # an observed child's slot: its (tempered) precision
             base = self.MU[ch] - wc[:, None] * self.U[h][None, :]
             Yc = self.Y[ch]
-
-            def children_loglik(y_h):
-                if self.noncentred_plant == 3:
-                    return 0.0
-                r = Yc - base - wc[:, None] * expit(y_h)[None, :]
-                return -0.5 * float(rc @ np.einsum("ij,ij->i", r, r))
-
             mu = self.MU[h].copy()
-            self.rho[h] = slice_sample_log(
-                rng, lambda t: jac_rho * t - rate * math.exp(t) + children_loglik(mu + eps * math.exp(-0.5 * t)),
-                self.rho[h])
-            noise = eps * (1.0 / math.sqrt(self.rho[h]))
             q = self.b[h] ** 2 / (2 * self.bias_var) + float(self.W[pa, h] @ self.W[pa, h]) / (2 * self.weight_var)
             k = 0.0 if self.noncentred_plant == 2 else pa.size + 1.0
-            g = slice_sample_log(rng, lambda t: -math.exp(2 * t) * q + k * t + children_loglik(math.exp(t) * mu + noise),
-                                 1.0)
+            if not reference:
+                self.rho[h], g = _kern.noncentred_unit(rng, float(self.rho[h]), mu, eps, Yc, base, wc, rc, jac_rho,
+                                                       rate, q, k, self.noncentred_plant == 3)
+                noise = eps * (1.0 / math.sqrt(self.rho[h]))
+            else:
+                def children_loglik(y_h):
+                    if self.noncentred_plant == 3:
+                        return 0.0
+                    r = Yc - base - wc[:, None] * expit(y_h)[None, :]
+                    return -0.5 * float(rc @ np.einsum("ij,ij->i", r, r))
+
+                self.rho[h] = slice_sample_log(
+                    rng, lambda t: jac_rho * t - rate * math.exp(t) + children_loglik(mu + eps * math.exp(-0.5 * t)),
+                    self.rho[h])
+                noise = eps * (1.0 / math.sqrt(self.rho[h]))
+                g = slice_sample_log(
+                    rng, lambda t: -math.exp(2 * t) * q + k * t + children_loglik(math.exp(t) * mu + noise), 1.0)
             self.b[h] *= g
             self.W[pa, h] *= g
             self.refresh_mu(state, h)
