@@ -9,9 +9,9 @@ Two measurements in one run, on Table 1's training split ``--split`` of each dat
   ``_noncentred_update_reference`` (the numpy code of stops 46-50) each update a copy from the same random
   stream, timed; the same draws are taken (the generators end equal; ``tests/test_noncentred.py`` checks it), so
   the two do the same work. Prints the median time of each and their ratio, and the share of the chain's CPU time
-  the update took.
+  the update took (the reference's share estimated from the ratio of the medians).
 * **whole fits:** ``BeliefNetwork`` with the library's defaults (pilots included) and ``--sweeps`` sweeps, once
-  with each implementation, interleaved; CPU seconds and their ratio. The kernel sums in another order, but a
+  with each implementation, one after the other; CPU seconds and their ratio. The kernel sums in another order, but a
   slice draw depends on its target only through accept/shrink decisions, so the chains stay the same unless a
   rounding difference flips one (none did in stop 51's fits: the same fantasy points bit for bit).
 """

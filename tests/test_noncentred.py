@@ -270,3 +270,58 @@ def test_numba_kernel_matches_the_numpy_reference(plant, N):
         for name in ("rho", "b", "W", "Y", "U", "MU"):
             np.testing.assert_allclose(getattr(m, name), getattr(ref, name), rtol=1e-9, atol=1e-12, err_msg=name)
     assert not np.allclose(m.rho[hid], copy.deepcopy(_model(seed=3, N=N, D=3, inputs=1)[0]).rho[hid])  # it moved
+
+
+@pytest.mark.parametrize("plant", [0, 1, 2, 3])
+def test_numba_kernel_targets_equal_the_reference_targets(plant):
+    """The kernel's two slice targets (``_nlgbn_kernels._nc_logf``) against the reference's closures, written out
+    here from docs/derivations.md 3.24, on a grid of t: equal to 1e-12 relative. The draw test above sees the targets
+    only through the slice sampler's decisions, so a small error in them (a prior term off by 0.01 t) passes it;
+    this one does not."""
+    from scipy.special import expit
+
+    from chefs.models import _nlgbn_kernels as K
+
+    from .test_hmc import _model
+
+    m, g = _model(seed=3, N=300, D=3, inputs=1)
+    a, rate = m.rho_prior
+    jac = a - 1.0 if plant == 1 else a
+    checked = 0
+    for h in np.flatnonzero(g.alive & ~g.obs):
+        ch = m.children(g, h)
+        if ch.size == 0:
+            continue
+        pa = m.parents(g, h)
+        eps = np.sqrt(m.rho[h]) * (m.Y[h] - m.MU[h])
+        wc, rc, mu, Yc = m.W[h, ch].copy(), m.rho[ch].copy(), m.MU[h].copy(), m.Y[ch]
+        base = m.MU[ch] - wc[:, None] * m.U[h][None, :]
+        q = m.b[h] ** 2 / (2 * m.bias_var) + float(m.W[pa, h] @ m.W[pa, h]) / (2 * m.weight_var)
+        k = 0.0 if plant == 2 else pa.size + 1.0
+        noise = eps / np.sqrt(m.rho[h])
+
+        def cll(y):
+            r = Yc - base - wc[:, None] * expit(y)[None, :]
+            return 0.0 if plant == 3 else -0.5 * float(rc @ np.einsum("ij,ij->i", r, r))
+
+        for t in np.linspace(-4.0, 4.0, 17):
+            want0 = jac * t - rate * np.exp(t) + cll(mu + eps * np.exp(-0.5 * t))
+            want1 = -np.exp(2 * t) * q + k * t + cll(np.exp(t) * mu + noise)
+            got0 = K._nc_logf(0, t, jac, rate, mu, eps, Yc, base, wc, rc, np.empty(m.N), plant == 3)
+            got1 = K._nc_logf(1, t, k, q, mu, noise, Yc, base, wc, rc, np.empty(m.N), plant == 3)
+            np.testing.assert_allclose([got0, got1], [want0, want1], rtol=1e-12, atol=1e-12)
+        checked += 1
+    assert checked >= 2
+
+
+@pytest.mark.parametrize("bad", [0.0, float("nan")])
+def test_a_precision_that_is_not_positive_is_an_error_not_a_hang(bad):
+    """In numba log(0) is -inf and a NaN target never accepts, so the kernel's slice sampler would loop for ever
+    (where the numpy code raised): the wrapper refuses such a precision first."""
+    from .test_hmc import _model
+
+    m, g = _model(seed=3, N=7, D=3, inputs=1)
+    h = next(h for h in np.flatnonzero(g.alive & ~g.obs) if m.children(g, h).size)
+    m.rho[h] = bad
+    with pytest.raises(FloatingPointError, match="precision"):
+        m.noncentred_update(np.random.default_rng(0), g)
