@@ -314,7 +314,7 @@ def test_numba_kernel_targets_equal_the_reference_targets(plant):
     assert checked >= 2
 
 
-@pytest.mark.parametrize("bad", [0.0, float("nan")])
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
 def test_a_precision_that_is_not_positive_is_an_error_not_a_hang(bad):
     """In numba log(0) is -inf and a NaN target never accepts, so the kernel's slice sampler would loop for ever
     (where the numpy code raised): the wrapper refuses such a precision first."""

@@ -610,6 +610,8 @@ class NLGBN:
             ch = self.children(state, h)
             if ch.size == 0:
                 continue
+            if not (math.isfinite(self.rho[h]) and self.rho[h] > 0):  # numba's log(0) is -inf: a loop, not an error
+                raise FloatingPointError(f"hidden unit {h}'s precision is {self.rho[h]!r}, not a positive number")
             pa = self.parents(state, h)
             eps = math.sqrt(self.rho[h]) * (self.Y[h] - self.MU[h])
             wc = self.W[h, ch].copy()
@@ -619,8 +621,6 @@ class NLGBN:
             mu = self.MU[h].copy()
             q = self.b[h] ** 2 / (2 * self.bias_var) + float(self.W[pa, h] @ self.W[pa, h]) / (2 * self.weight_var)
             k = 0.0 if self.noncentred_plant == 2 else pa.size + 1.0
-            if not (math.isfinite(self.rho[h]) and self.rho[h] > 0):  # numba's log(0) is -inf: a loop, not an error
-                raise FloatingPointError(f"hidden unit {h}'s precision is {self.rho[h]!r}, not a positive number")
             if not reference:
                 self.rho[h], g = _kern.noncentred_unit(rng, float(self.rho[h]), mu, eps, Yc, base, wc, rc, jac_rho,
                                                        rate, q, k, self.noncentred_plant == 3)
