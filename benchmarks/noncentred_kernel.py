@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     limit_threads(1)
     settings, _ = chain_settings(False)
     kernel = NLGBN.noncentred_update
-    print("| data set | update: numba ms (median) | numpy ms | ratio | update's share of a sweep (numba / numpy) | "
+    print("| data set | update: numba ms (median) | numpy ms | ratio | update's share of the fit's CPU (numba / numpy, estimated) | "
           "whole fit, CPU s: numba / numpy | ratio numpy / numba | 500 fantasy points of the two fits |")
     print("|---|---|---|---|---|---|---|---|")
     for ds in args.datasets.split(","):
