@@ -293,7 +293,7 @@ def _nc_children_loglik(A, mu, B, v, Yc, base, wc, rc, u):
     """The log-density of h's children (up to a constant) with h's pre-activations ``A mu + B v``:
     ``-1/2 sum_c rc[c] sum_n (Yc - base - wc[c] expit(A mu + B v))^2`` (``u`` is a scratch row)."""
     N = mu.shape[0]
-    for n in range(N):
+    for n in range(N):  # scipy's expit formula, not _sigmoid's: the reference's values to the bit
         u[n] = 1.0 / (1.0 + math.exp(-(A * mu[n] + B * v[n])))
     tot = 0.0
     for ci in range(Yc.shape[0]):
