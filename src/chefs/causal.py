@@ -46,7 +46,7 @@ MAX_COLUMNS = 30
 #: how each chain's observed orders start: "residual" (the default since stop 41: a residual-independence
 #: ordering of the data, chain 0 on the data and chain c > 0 on a bootstrap resample) or "prior" (a prior draw
 #: per chain, as at stops 34-40); docs/derivations.md 3.8, "A start at a residual-independence order"
-STARTS = ("residual", "prior")
+STARTS = ("residual", "prior", "marginal")
 START = "residual"
 
 
@@ -510,7 +510,7 @@ class CausalDiscovery(BeliefNetwork):
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
         kw.setdefault("chains", CAUSAL_CHAINS)
-        if start == "residual":
+        if start in ("residual", "marginal"):
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
         kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
         kw.setdefault("weight_prior", CAUSAL_WEIGHT_PRIOR)
@@ -564,11 +564,29 @@ class CausalDiscovery(BeliefNetwork):
 
             print(f"chain {chain}: ordering {D} variables by residual independence (the start) ...", file=sys.stderr,
                   flush=True)
-        theta = order_values(residual_order(X, [self.seed, 7919, chain, 2]), D)
+        order = residual_order(X, [self.seed, 7919, chain, 2])
+        extra = []
+        if self.start == "marginal":
+            from .causal_order import OrderScorer, search_order
+
+            scorer = OrderScorer(self.map_.forward(X), weight_prior=self.weight_prior)
+            order, _ = search_order(scorer, order)
+            extra = [(k, i) for i, pa in scorer.best_parents(order) for k in pa]
+        theta = order_values(order, D)
         if not self.init_hidden:
-            return DAG(theta, np.ones(D, dtype=bool))
-        g = super()._initial_graph(D, chain, observed_order=theta.tolist())
-        return DAG(g.theta, g.observed, g.parents, g.children)  # every order free (fixed=None)
+            g = DAG(theta, np.ones(D, dtype=bool))
+        else:
+            g = super()._initial_graph(D, chain, observed_order=theta.tolist())
+        if not extra:
+            return DAG(g.theta, g.observed, g.parents, g.children)  # every order free (fixed=None)
+        node = np.flatnonzero(g.observed)  # data column d is the d-th observed node
+        if not np.allclose(g.theta[node], theta):
+            raise RuntimeError("the start's observed units are not at the order values they were drawn at")
+        have = set(zip(g.parents.tolist(), g.children.tolist()))
+        add = [(int(node[k]), int(node[i])) for k, i in extra if (int(node[k]), int(node[i])) not in have]
+        parents = np.r_[g.parents, np.array([a for a, _ in add], dtype=np.int64)]
+        children = np.r_[g.children, np.array([b for _, b in add], dtype=np.int64)]
+        return DAG(g.theta, g.observed, parents, children)
 
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`

@@ -1,0 +1,129 @@
+"""The marginal-likelihood start of causal discovery (chefs.causal_order; docs/derivations.md 3.8, stop 52)."""
+from itertools import product
+
+import numpy as np
+import pytest
+from scipy.integrate import quad
+from scipy.special import logsumexp
+from scipy.stats import gamma, multivariate_normal
+
+import chefs.causal_order as co
+from chefs.causal_order import OrderScorer, node_log_marginal, search_order
+
+
+def _exact_node(y, X, v, rho_prior=(0.5, 0.5)):
+    """log p(y | X, v) by a dense Gaussian and adaptive quadrature over log rho."""
+    N = y.size
+    S = X @ np.diag(np.r_[1.0, np.full(X.shape[1] - 1, v)]) @ X.T
+    prior = gamma(rho_prior[0], scale=1 / rho_prior[1])
+
+    def f(lr):
+        return multivariate_normal(np.zeros(N), S + np.eye(N) / np.exp(lr)).logpdf(y) + prior.logpdf(np.exp(lr)) + lr
+
+    grid = np.linspace(-8, 14, 300)
+    vals = np.array([f(g) for g in grid])
+    m, pk = vals.max(), grid[vals.argmax()]
+    val, _ = quad(lambda lr: np.exp(f(lr) - m), pk - 6, pk + 6, points=[pk], limit=200, epsabs=0, epsrel=1e-12)
+    return m + np.log(val)
+
+
+def _data(N, rng, noise):
+    X = np.column_stack([np.ones(N), rng.uniform(0.3, 0.7, (N, 2))])
+    return X, 0.5 + 2 * X[:, 1] - X[:, 2] + rng.normal(0, noise, N)
+
+
+@pytest.mark.parametrize("N,noise", [(20, 1.0), (200, 0.1)])
+def test_node_log_marginal_against_quadrature(N, noise):
+    rng = np.random.default_rng(N)
+    X, y = _data(N, rng, noise)
+    lv = np.array([-2.0, 0.3, 3.0])
+    got = node_log_marginal(y, X, (0.5, 0.5), lv)
+    ref = np.array([_exact_node(y, X, v) for v in np.exp(lv)])
+    np.testing.assert_allclose(got, ref, atol=1e-6, rtol=0)
+
+
+def test_node_log_marginal_planted_errors_fail(monkeypatch):
+    """Negative controls: the same comparison fails with the intercept's prior variance at 2 instead of 1, and with
+    a fine grid that does not follow the posterior's width (the old fixed window of +-0.6 at N = 20)."""
+    rng = np.random.default_rng(20)
+    X, y = _data(20, rng, 1.0)
+    ref = _exact_node(y, X, 1.0)
+    ok = node_log_marginal(y, X, (0.5, 0.5), np.zeros(1))[0]
+    assert abs(ok - ref) < 1e-6
+    # intercept variance 2: the same as a first column of sqrt(2)
+    X2 = X.copy()
+    X2[:, 0] *= np.sqrt(2.0)
+    assert abs(node_log_marginal(y, X2, (0.5, 0.5), np.zeros(1))[0] - ref) > 1e-3
+    monkeypatch.setattr(co, "_FINE", np.linspace(-0.6, 0.6, 61) / max(8 * np.sqrt(2 / 20), co._COARSE[1] - co._COARSE[0]))
+    assert abs(node_log_marginal(y, X, (0.5, 0.5), np.zeros(1))[0] - ref) > 1e-3
+
+
+def _brute_order_score(sc, order):
+    """Sum over every DAG consistent with ``order`` whose units have at most max_parents parents (uniform
+    weights): prod over units of p(y_i | pa_i, v), then the integral over v. Written without the scorer's
+    per-unit factorisation."""
+    pairs = [(order[a], order[b]) for a in range(len(order)) for b in range(a + 1, len(order))]
+    terms = []
+    for bits in product([0, 1], repeat=len(pairs)):
+        pa = {i: [] for i in order}
+        for on, (k, i) in zip(bits, pairs):
+            if on:
+                pa[i].append(k)
+        if max(len(p) for p in pa.values()) > sc.max_parents:
+            continue
+        terms.append(sum(sc.node(i, pa[i]) for i in order))
+    return float(logsumexp(logsumexp(np.array(terms), axis=0) + sc.log_pv))
+
+
+def _three(rng, N=300):
+    a, b = rng.normal(size=N), rng.normal(size=N)
+    c = np.tanh(a) + np.tanh(b) + 0.3 * rng.normal(size=N)  # a -> c <- b
+    Z = np.column_stack([a, b, c])
+    return 0.3 + 0.4 * (Z - Z.min(0)) / np.ptp(Z, 0)
+
+
+@pytest.mark.parametrize("max_parents", [1, 2])
+def test_order_score_is_the_sum_over_dags_of_the_order(max_parents):
+    sc = OrderScorer(_three(np.random.default_rng(0)), max_parents=max_parents)
+    for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
+        assert sc.score(order) == pytest.approx(_brute_order_score(sc, order), abs=1e-8)
+
+
+def test_order_score_planted_error_fails(monkeypatch):
+    """Negative control: predecessor sets that include the unit itself's successor (an off-by-one in the
+    slice) break the identity with the brute-force sum."""
+    sc = OrderScorer(_three(np.random.default_rng(0)), max_parents=2)
+    monkeypatch.setattr(OrderScorer, "score", lambda self, order: float(logsumexp(
+        sum(self.pred_score(i, [k for k in order[:p + 2] if k != i]) for p, i in enumerate(order)) + self.log_pv)))
+    assert abs(sc.score([0, 1, 2]) - _brute_order_score(sc, [0, 1, 2])) > 1e-3
+
+
+def test_search_finds_the_collider_and_stops_at_a_local_optimum():
+    """a -> c <- b is identified by its v-structure: from the worst start (c first) the climb ends with c last,
+    and with its two parents as c's best parent set; no single move improves the end point."""
+    sc = OrderScorer(_three(np.random.default_rng(1)), max_parents=2)
+    order, score = search_order(sc, [2, 0, 1])
+    assert order[-1] == 2
+    assert dict(sc.best_parents(order))[2] == (0, 1)
+    assert score == pytest.approx(sc.score(order))
+    for a in range(3):
+        for b in range(3):
+            o = order[:a] + order[a + 1:]
+            o.insert(b, order[a])
+            assert sc.score(o) <= score + 1e-9
+
+
+def test_scorer_input_checks():
+    with pytest.raises(ValueError, match="inside"):
+        OrderScorer(np.array([[0.0, 0.5], [0.5, 0.5]]))
+    with pytest.raises(ValueError, match="2-D"):
+        OrderScorer(np.array([0.5, 0.4]))
+
+
+def test_fixed_weight_scale_without_prior():
+    U = _three(np.random.default_rng(2), 100)
+    sc = OrderScorer(U, weight_prior=None)
+    assert sc.log_v.tolist() == [0.0]
+    X = np.column_stack([np.ones(100), U[:, 0], U[:, 1]])
+    y = np.log(U[:, 2] / (1 - U[:, 2]))
+    assert sc.node(2, (0, 1))[0] == pytest.approx(node_log_marginal(y, X, (0.5, 0.5), np.zeros(1))[0])
