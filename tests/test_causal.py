@@ -926,3 +926,38 @@ def test_sachs_reader_and_its_absence(tmp_path, monkeypatch):
     bc.run_benchmark(tmp_path / "b", quick=True, methods=("icp",), seeds=[], progress=said.append)
     assert any("skipping sachs" in t for t in said)
     assert "pip install cdt" in (tmp_path / "b" / "causal.md").read_text()
+
+
+def test_marginal_start_adds_the_best_parent_sets_at_the_searched_order(tmp_path):
+    """start="marginal" (an option, stop 52): each chain's residual order (on its rows: the data or its bootstrap
+    resample) is improved by search_order on the unit-mapped rows, the observed units sit at that order's values,
+    and each unit's best parent set is an edge set of the start, on top of the prior recipe's hidden units; the
+    orders stay free. Planted: the start without its edges differs."""
+    import chefs.causal as cc
+    from chefs.causal_order import OrderScorer, search_order
+
+    X = _anm_chain(4)[:, [2, 0, 1]]   # columns z, x, y
+    run = tmp_path / "run"
+    cd = CausalDiscovery(seed=5, chains=2, out=run, sweeps=20, burn_in=10, thin=1, progress=False, start="marginal")
+    cd.fit(X)
+    spec = json.loads((run / "config.json").read_text())
+    for c, g in enumerate(spec["initial_graphs"]):
+        assert "fixed" not in g
+        data = X if c == 0 else X[np.random.default_rng([5, 7919, c, 1]).integers(0, 500, 500)]
+        sc = OrderScorer(cd.map_.forward(data), weight_prior=cd.weight_prior)
+        order, _ = search_order(sc, cc.residual_order(data, [5, 7919, c, 2]))
+        obs = np.flatnonzero(g["observed"])
+        np.testing.assert_allclose(np.asarray(g["theta"])[obs], cc.order_values(order, 3))
+        edges = {(int(p), int(q)) for p, q in g["edges"]}
+        want = {(int(obs[k]), int(obs[i])) for i, pa in sc.best_parents(order) for k in pa}
+        assert want and want <= edges
+        # without the added edges the start's observed units would have no observed parents at all here
+        residual = cc.CausalDiscovery(seed=5, chains=2, progress=False)
+        residual._start_data, residual.map_ = X, cd.map_
+        g_res = residual._initial_graph(3, c).to_dict()
+        assert not want <= {(int(p), int(q)) for p, q in g_res["edges"]}
+    assert CausalDiscovery.load(run).start == "marginal"
+    wide = np.random.default_rng(0).normal(size=(50, cc.MARGINAL_MAX_COLUMNS + 1))
+    with pytest.raises(ValueError, match="at most 12 columns"):
+        CausalDiscovery(start="marginal", out=tmp_path / "wide", progress=False).fit(wide)
+    assert not (tmp_path / "wide").exists()

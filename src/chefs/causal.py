@@ -45,8 +45,13 @@ EDGE_COLUMNS = ("source", "target", "p_edge", "p_ancestor", "p_confounded")
 MAX_COLUMNS = 30
 #: how each chain's observed orders start: "residual" (the default since stop 41: a residual-independence
 #: ordering of the data, chain 0 on the data and chain c > 0 on a bootstrap resample) or "prior" (a prior draw
-#: per chain, as at stops 34-40); docs/derivations.md 3.8, "A start at a residual-independence order"
+#: per chain, as at stops 34-40); docs/derivations.md 3.8, "A start at a residual-independence order". "marginal"
+#: (an option since stop 52): the residual order improved by the observed-only model's collapsed marginal likelihood
+#: (:mod:`chefs.causal_order`), with its best parent sets as edges of the start; docs/derivations.md 3.8, rule 13
 STARTS = ("residual", "prior", "marginal")
+#: the most observed variables ``start="marginal"`` takes: its search scores every parent set of up to three units
+#: among each unit's predecessors, O(D^4) regressions per chain (about 5 CPU s per chain at ten columns)
+MARGINAL_MAX_COLUMNS = 12
 START = "residual"
 
 
@@ -471,7 +476,10 @@ class CausalDiscovery(BeliefNetwork):
     ``start``: where each chain's observed orders begin (:data:`START`). "residual"
     (the default): at a causal order of the data by residual independence
     (:func:`residual_order`), chain 0 on the data and chain c > 0 on a bootstrap
-    resample of the rows; "prior": at a random prior draw per chain (stops 34-40). The
+    resample of the rows; "prior": at a random prior draw per chain (stops 34-40); "marginal": the
+    residual order improved by hill climbing on the order score of :mod:`chefs.causal_order` (the model's own
+    marginal likelihood with every unit observed, on the same rows), with each observed unit's best parent set
+    (at most three) added to the start as edges (a few seconds more per chain for ten columns). The
     residual orders are computed one chain after the other before sampling starts: O(D^2)
     regressions on at most 5,000 rows each, seconds for ten columns, about half a minute per chain
     for thirty.
@@ -599,6 +607,9 @@ class CausalDiscovery(BeliefNetwork):
         if names is None and hasattr(X, "columns"):
             names = [str(c) for c in X.columns]
         X, names = check_causal_data(X, names)
+        if self.start == "marginal" and X.shape[1] > MARGINAL_MAX_COLUMNS:
+            raise ValueError(f"start='marginal' takes at most {MARGINAL_MAX_COLUMNS} columns (its order search grows as "
+                             f"the fourth power of the columns), got {X.shape[1]}: use start='residual'")
         self.names_ = names
         self._start_data = X  # read by _initial_graph (the residual start) while the run is created
         try:
