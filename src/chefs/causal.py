@@ -50,7 +50,7 @@ MAX_COLUMNS = 30
 #: (:mod:`chefs.causal_order`), with its best parent sets as edges of the start; docs/derivations.md 3.8, rule 13
 STARTS = ("residual", "prior", "marginal")
 #: the most observed variables ``start="marginal"`` takes: its search scores every parent set of up to three units
-#: among each unit's predecessors, O(D^4) regressions per chain (about 5 CPU s per chain at ten columns)
+#: among each unit's predecessors, O(D^4) regressions per chain (3-7 CPU s per chain at 8-10 columns, 18 at 12)
 MARGINAL_MAX_COLUMNS = 12
 START = "residual"
 
