@@ -5,7 +5,7 @@
 ``BENCH_DIR`` is the output of ``chefs bench causal --out BENCH_DIR`` (nothing is refitted; the SEMs are rebuilt
 from their seeds). For each chain, the observed-only part of its last kept state (its edges among the observed
 variables; hidden units left out) is scored by the belief network's marginal likelihood with every unit observed
-(``chefs.causal_order.node_log_marginal``: b, W, rho integrated, and the weight variance v under the causal
+(``chefs.causal_order.OrderScorer.dag_score``: b, W, rho integrated, and the weight variance v under the causal
 default's 1/v ~ Gamma(1, 1)), and set against the true DAG's score and the chain's own ancestral F1. The score is
 the model's exact marginal likelihood only for states without hidden units (the ``hidden`` column), and leaves the
 ICP's structure prior out. The last line gives, per SEM with at least four chains without hidden units, the
@@ -17,24 +17,11 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
 from scipy.stats import spearmanr
 
 from chefs.bench.causal import make_sem, sem_settings
 from chefs.causal import CausalDiscovery, relations
-from chefs.causal_order import LOG_V, node_log_marginal
-
-
-def dag_score(U, A, weight_prior=(1.0, 1.0)) -> float:
-    Y = np.log(U / (1 - U))
-    tot = 0.0
-    for i in range(A.shape[0]):
-        X = np.column_stack([np.ones(len(U))] + [U[:, k] for k in np.flatnonzero(A[:, i])])
-        tot = tot + node_log_marginal(Y[:, i], X, (0.5, 0.5), LOG_V)
-    a, b = weight_prior
-    w = -LOG_V
-    log_pv = a * np.log(b) - gammaln(a) + a * w - b * np.exp(w) + np.log(LOG_V[1] - LOG_V[0])
-    return float(logsumexp(tot + log_pv))
+from chefs.causal_order import OrderScorer
 
 
 def observed_dag(sample, D):
@@ -63,8 +50,8 @@ def main(argv=None) -> int:
         seed = int(rd.name[4:])
         D, H, N = sem_settings(seed, False)
         sem = make_sem(seed, D, H, N)
-        U = np.load(rd / "train01.npy")
-        truth = dag_score(U, sem.edges)
+        scorer = OrderScorer(np.load(rd / "train01.npy"), weight_prior=(1.0, 1.0))
+        truth = scorer.dag_score(sem.edges)
         print(f"seed {seed} (D={D}, H={H}, N={N}): true DAG {truth:.1f} ({int(sem.edges.sum())} edges)")
         cd = CausalDiscovery.load(rd, chains=None)
         chains = np.asarray(cd.sample_chains_)
@@ -74,7 +61,7 @@ def main(argv=None) -> int:
             A, hidden = observed_dag(sample, D)
             anc = relations(sample)[1]
             f1 = 2 * (anc & sem.ancestor).sum() / max(anc.sum() + sem.ancestor.sum(), 1)
-            score = dag_score(U, A) - truth
+            score = scorer.dag_score(A) - truth
             rows.append((hidden, score, f1))
             print(f"  chain {c:2d}: hidden {hidden}, edges {int(A.sum()):2d}, score - truth {score:+9.1f}, "
                   f"ancestral F1 {f1:.2f}", flush=True)

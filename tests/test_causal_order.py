@@ -60,19 +60,19 @@ def test_node_log_marginal_planted_errors_fail(monkeypatch):
 
 def _brute_order_score(sc, order):
     """Sum over every DAG consistent with ``order`` whose units have at most max_parents parents (uniform
-    weights): prod over units of p(y_i | pa_i, v), then the integral over v. Written without the scorer's
-    per-unit factorisation."""
+    weights) of its marginal likelihood (``dag_score``, v integrated out; the integral over v and the sum over
+    DAGs commute). Written without the scorer's per-unit factorisation."""
     pairs = [(order[a], order[b]) for a in range(len(order)) for b in range(a + 1, len(order))]
+    D = len(order)
     terms = []
     for bits in product([0, 1], repeat=len(pairs)):
-        pa = {i: [] for i in order}
+        A = np.zeros((D, D), bool)
         for on, (k, i) in zip(bits, pairs):
-            if on:
-                pa[i].append(k)
-        if max(len(p) for p in pa.values()) > sc.max_parents:
+            A[k, i] = bool(on)
+        if A.sum(0).max() > sc.max_parents:
             continue
-        terms.append(sum(sc.node(i, pa[i]) for i in order))
-    return float(logsumexp(logsumexp(np.array(terms), axis=0) + sc.log_pv))
+        terms.append(sc.dag_score(A))
+    return float(logsumexp(terms))
 
 
 def _three(rng, N=300):

@@ -95,15 +95,22 @@ class OrderScorer:
             self._pred[key] = logsumexp(np.array([self.node(i, s) for s in self._sets(key[1])]), axis=0)
         return self._pred[key]
 
+    def _order_terms(self, order) -> np.ndarray:
+        """Per v of the grid: the order's log-likelihood summed over its parent sets, plus log p(v) times the step."""
+        return sum(self.pred_score(i, order[:p]) for p, i in enumerate(order)) + self.log_pv
+
     def score(self, order) -> float:
-        tot = sum(self.pred_score(i, order[:p]) for p, i in enumerate(order))
-        return float(logsumexp(tot + self.log_pv))
+        return float(logsumexp(self._order_terms(order)))
+
+    def dag_score(self, A) -> float:
+        """The log marginal likelihood of one DAG of observed units (``A[k, i]``: k -> i), v integrated out."""
+        A = np.asarray(A, bool)
+        return float(logsumexp(sum(self.node(i, np.flatnonzero(A[:, i])) for i in range(A.shape[0])) + self.log_pv))
 
     def best_parents(self, order) -> list[tuple]:
         """The highest-scoring parent set of each unit given ``order`` (roots first), at the v that maximises
         the order's score: ``[(unit, parents), ...]``."""
-        tot = sum(self.pred_score(i, order[:p]) for p, i in enumerate(order))
-        t = int(np.argmax(tot + self.log_pv))
+        t = int(np.argmax(self._order_terms(order)))
         out = []
         for p, i in enumerate(order):
             sets = list(self._sets(order[:p]))
