@@ -442,6 +442,9 @@ CAUSAL_SAMPLE_HYPER = ("alpha", "gamma", "phi")
 #: the non-centred updates (docs/derivations.md 3.24) stay off in causal discovery: stop 47's registered rule found
 #: them no help to the calibration (ECE 0.144 against 0.145), although density estimation has them on since stop 49
 CAUSAL_NONCENTRED = False
+#: the relocation move (``NLGBN.relocate_move``: an observed unit moved to a fresh order value with its edges to the
+#: other observed units redrawn; docs/derivations.md 3.8, "Relocation", stop 53): an exact kernel, off by default
+CAUSAL_RELOCATE = False
 #: with pilots (``pilots`` > 1; one start by default) they are ranked by 32 importance draws per point, as before
 #: stop 49 (the density default became 512 there; not measured for causal discovery)
 CAUSAL_PILOT_DRAWS = 32
@@ -486,6 +489,10 @@ class CausalDiscovery(BeliefNetwork):
     The chains mix slowly over the observed orders, so the start shapes the answer:
     on development SEMs the ancestral F1 is about twice that of the prior start
     (docs/results-causal.md, stop 41). The orders are free and sampled from there on.
+    ``relocate=True`` adds an exact move that lets one chain travel between orders: an observed
+    unit moved to a fresh order value with its edges to the other observed units redrawn from
+    their Gibbs conditionals (``NLGBN.relocate_move``; docs/derivations.md 3.8, "Relocation").
+    Off by default (:data:`CAUSAL_RELOCATE`).
 
     After :meth:`fit`, ``summary_`` holds a :class:`CausalSummary` and the run
     directory holds ``edges.csv``, ``causal.json`` (the confounder-count
@@ -498,7 +505,10 @@ class CausalDiscovery(BeliefNetwork):
     """
 
     def __init__(self, *args, pilots: int = 1, threshold: float = 0.5, margin: float | None = None,
-                 start: str = START, **kw):
+                 start: str = START, relocate: bool = CAUSAL_RELOCATE, **kw):
+        from .models.nlgbn import check_flag
+
+        self.relocate = check_flag("relocate", relocate)
         if not 0 <= threshold < 1:
             raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
         if start not in STARTS:

@@ -520,6 +520,10 @@ class BeliefNetwork:
         Never with ``inputs``. A network with compressed tails cannot impute.
     """
 
+    #: the relocation move of causal discovery (:class:`chefs.causal.CausalDiscovery`'s ``relocate``); with the
+    #: observed orders fixed, as here, it would have nothing to move
+    relocate = False
+
     def __init__(self, prior: str = "icp", sweeps: int = 600, burn_in: int = 300, thin: int = 5, chains: int = 1,
                  seed: int = 0, alpha: float = 1.0, gamma: float = 1.0, phi: float = 1.0, sample_hyper=True,
                  num_tries: int = 4, out=None, force: bool = False, progress=None, checkpoint_every: float = 10.0,
@@ -643,6 +647,8 @@ class BeliefNetwork:
             model["likelihood_power"] = self.likelihood_power
         if self.noncentred:  # (runs without the key: no non-centred updates)
             model["noncentred"] = True
+        if self.relocate:  # causal discovery's relocation move (runs without the key: none)
+            model["relocate"] = True
         if layered:
             model["structure_prior"] = {"name": self.prior}
         # the chain count is checked before the per-chain starts are drawn
@@ -736,6 +742,7 @@ class BeliefNetwork:
         net.inputs = tuple(um.get("inputs", ()))
         net.likelihood_power = float(spec["model"].get("likelihood_power", 1.0))
         net.noncentred = bool(spec["model"].get("noncentred", False))  # (runs without the key had none)
+        net.relocate = bool(spec["model"].get("relocate", False))
         net.pilots = int(spec["model"].get("pilots", 1))  # the run's start-up, so that a refit repeats it
         if "pilot_sweeps" in spec["model"]:
             net.pilot_sweeps = int(spec["model"]["pilot_sweeps"])

@@ -260,7 +260,8 @@ def run_icp(sem: SEM, settings: dict, run_dir, seed: int, names=None) -> Estimat
                          start=settings["start"], margin=settings.get("margin"),
                          likelihood_power=settings.get("likelihood_power", 1.0),
                          weight_prior=settings.get("weight_prior", CAUSAL_WEIGHT_PRIOR),
-                         noncentred=settings.get("noncentred", False))
+                         noncentred=settings.get("noncentred", False),
+                         relocate=settings.get("relocate", False))
     cd.fit(sem.X, names=names)
     return icp_estimate(cd.summary_)
 
@@ -368,7 +369,8 @@ COLUMNS = ("seed", "num_observed", "num_hidden", "num_samples", "method", "shd",
 def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: bool = False,
                   progress=print, real: bool = True, start: str | None = None, chains: int | None = None,
                   margin: float | None = None, likelihood_power: float | None = None,
-                  weight_prior="default", noncentred: bool | None = None) -> list[dict]:
+                  weight_prior="default", noncentred: bool | None = None,
+                  relocate: bool | None = None) -> list[dict]:
     """Run every (seed, method) cell, then (``real``) every method on the Sachs data when the ``cdt``
     package that ships them is installed; write ``causal.csv``, ``causal.md`` and pictures into ``out``.
     ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default).
@@ -379,10 +381,11 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     default but "off", as in :class:`chefs.causal.CausalDiscovery` ("default", the default:
     :data:`chefs.causal.CAUSAL_WEIGHT_PRIOR`). ``noncentred``: the ICP with the non-centred updates of each hidden
     unit's precision and incoming scale (docs/derivations.md 3.24; None: :data:`chefs.causal.CAUSAL_NONCENTRED`,
-    off)."""
-    from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, CAUSAL_NONCENTRED, START, STARTS
+    off). ``relocate``: the ICP with the relocation move (docs/derivations.md 3.8; None:
+    :data:`chefs.causal.CAUSAL_RELOCATE`, off)."""
+    from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, CAUSAL_NONCENTRED, CAUSAL_RELOCATE, START, STARTS
     from ..density import check_margin, check_weight_prior
-    from ..models.nlgbn import check_likelihood_power, check_noncentred
+    from ..models.nlgbn import check_flag, check_likelihood_power, check_noncentred
 
     start = START if start is None else start
     out = Path(out)
@@ -405,7 +408,8 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     weight_prior = None if weight_prior is None else tuple(weight_prior)
     settings = dict(QUICK if quick else FULL, start=start, margin=margin, likelihood_power=power,
                     weight_prior=weight_prior,
-                    noncentred=check_noncentred(CAUSAL_NONCENTRED if noncentred is None else noncentred))
+                    noncentred=check_noncentred(CAUSAL_NONCENTRED if noncentred is None else noncentred),
+                    relocate=check_flag("relocate", CAUSAL_RELOCATE if relocate is None else relocate))
     if chains is not None:
         settings["chains"] = int(chains)
     if seeds is not None:
@@ -529,7 +533,8 @@ def _write(out: Path, rows, calib, skipped, quick, settings) -> None:
              f"{settings['chains']} chain(s), start {settings['start']!r}, margin {settings['margin']}, "
              f"likelihood power {settings['likelihood_power']:g}, weight prior "
              f"{_weight_prior_text(settings.get('weight_prior'))}"
-             f"{', non-centred updates' if settings.get('noncentred') else ''}; "
+             f"{', non-centred updates' if settings.get('noncentred') else ''}"
+             f"{', relocation move' if settings.get('relocate') else ''}; "
              f"seeds {settings['seeds']}. "
              "Generator, comparison rules: "
              "`chefs.bench.causal` (module docstring). Seconds are CPU seconds of this process and its "

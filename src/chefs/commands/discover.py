@@ -71,6 +71,10 @@ def register(sub) -> None:
                         "with its standardised noise held fixed (an exact kernel, as chefs fit --noncentred; "
                         "docs/derivations.md 3.24); default: causal discovery's, off "
                         "(chefs.causal.CAUSAL_NONCENTRED; stop 47)")
+    d.add_argument("--relocate", action=argparse.BooleanOptionalAction, default=None,
+                   help="add the relocation move: an observed variable moved to a fresh place in the order with "
+                        "its edges to the other variables redrawn (an exact kernel; docs/derivations.md 3.8, "
+                        "'Relocation'); default: off (chefs.causal.CAUSAL_RELOCATE)")
     d.add_argument("--threshold", type=float, default=0.5,
                    help="posterior probability above which an edge enters summary.graphml")
     d.add_argument("--max-columns", type=positive_int, default=MAX_COLUMNS,
@@ -132,7 +136,8 @@ def cmd_discover(args) -> int:
                           num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,
                           progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
                           likelihood_power=args.likelihood_power, weight_prior=args.weight_prior,
-                          **({} if args.noncentred is None else {"noncentred": args.noncentred}))
+                          **({} if args.noncentred is None else {"noncentred": args.noncentred}),
+                          **({} if args.relocate is None else {"relocate": args.relocate}))
     net.fit(X, names=names)
     from ..mcmc.diagnostics import write_netcdf
 
@@ -206,6 +211,9 @@ def register_bench(bench_subparsers) -> None:
     c.add_argument("--noncentred", action=argparse.BooleanOptionalAction, default=None,
                    help="the ICP with (or without) the non-centred updates, as chefs discover --noncentred "
                         "(default: causal discovery's, off)")
+    c.add_argument("--relocate", action=argparse.BooleanOptionalAction, default=None,
+                   help="the ICP with (or without) the relocation move, as chefs discover --relocate "
+                        "(default: causal discovery's, off)")
     c.set_defaults(func=cmd_bench_causal)
 
 
@@ -223,7 +231,7 @@ def cmd_bench_causal(args) -> int:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
     run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real,
                   start=args.start, chains=args.chains, margin=args.margin, likelihood_power=args.likelihood_power,
-                  weight_prior=args.weight_prior, noncentred=args.noncentred)
+                  weight_prior=args.weight_prior, noncentred=args.noncentred, relocate=args.relocate)
     out = Path(args.out)
     print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
     print((out / "causal.md").read_text())

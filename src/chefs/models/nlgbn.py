@@ -52,7 +52,7 @@ ACTIVATION_UPDATES = ("slice", "mtm", "mtm+slice")
 INIT_ACTIVATIONS = ("projection", "prior")
 # rows of NLGBN.stats (proposals, acceptances); "hmc" counts transitions and
 # accepted ones
-MOVE_NAMES = ("edge", "birth_death", "order", "depth", "activations", "hmc", "reversal")
+MOVE_NAMES = ("edge", "birth_death", "order", "depth", "activations", "hmc", "reversal", "relocate")
 PROJECTION_SCALE = 3.0
 PROJECTION_OFFSET_SD = 0.5
 
@@ -120,6 +120,10 @@ class NLGBN:
     noncentred : bool
         After the Gibbs updates of each sweep, :meth:`noncentred_update`: each hidden unit's
         precision and incoming scale in non-centred coordinates (docs/derivations.md 3.24).
+    relocate : bool
+        With free observed orders (causal discovery), :meth:`relocate_move` once per structure
+        round after the reversal: an observed unit moved to a fresh order value with its edges to
+        the other observed units redrawn (docs/derivations.md 3.8). No effect with fixed orders.
     """
 
     is_null = False
@@ -135,8 +139,10 @@ class NLGBN:
                  structure_moves: int | None = None, rho_prior=(0.5, 0.5), weight_var: float = 1.0,
                  bias_var: float = 1.0, structure_prior=None, activation_update: str = "mtm",
                  weight_prior=None, init_activations: str = "prior", hmc_steps: int = 0, hmc_adapt: int = 0,
-                 hmc_plant: int = 0, likelihood_power: float = 1.0, noncentred: bool = False):
+                 hmc_plant: int = 0, likelihood_power: float = 1.0, noncentred: bool = False,
+                 relocate: bool = False):
         self.noncentred = check_noncentred(noncentred)
+        self.relocate = check_flag("relocate", relocate)
         if init_activations not in INIT_ACTIVATIONS:
             raise ValueError(f"init_activations must be one of {INIT_ACTIVATIONS}, got {init_activations!r}")
         self.init_activations = init_activations
@@ -498,6 +504,117 @@ class NLGBN:
         else:
             swap(i, k)  # the same involution undoes it: i -> k back to k -> i, orders back
 
+    def relocate_move(self, rng, state, hyper, plant: int = 0) -> None:
+        """Move an observed unit with a free order to a fresh order value and redraw its edges to
+        the other observed units (causal discovery, docs/derivations.md 3.8, "Relocation").
+
+        Pick ``i`` uniformly among the observed units with free orders and ``t' ~ U(0, 1)``; a
+        state in which a hidden parent of ``i`` lies at or below ``t'`` (or a hidden child at or
+        above it) has target density 0 and is rejected. Otherwise every edge between ``i`` and
+        another observed unit is removed (the *base*, the same from both sides), ``theta_i`` set to
+        ``t'``, and the observed units above ``t'`` (as parents of ``i``), then those below it (as
+        children), in slot order, are each included with the probability that the edge pass's
+        Gibbs step would give it in that context (ICP prior odds times the collapsed gain), its
+        weight drawn from its conditional. The reverse proposal re-adds the old edges with their
+        old weights from the base at the old order value, through the same walk. With the weights'
+        densities cancelling against the gains (each added edge's joint term is its gain times its
+        weight's conditional density),
+        ``log A = log p(G') - log p(G) + sum gain' - log q' - (sum gain - log q)``, the sums over the
+        walks' included edges and ``q`` the walks' inclusion probabilities. ``plant`` (tests only):
+        1 drops ``log q`` and ``log q'``; 2 drops the prior ratio."""
+        theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
+        cap = state.capacity
+        free = np.flatnonzero(alive & obs[:cap] & ~fixed[:cap])
+        if free.size == 0:
+            return
+        i = int(free[rng.integers(free.size)])
+        t_new = float(rng.random())
+        self.stats[7, 0] += 1
+        pa, ch = self.parents(state, i), self.children(state, i)
+        if np.any(theta[pa[~obs[pa]]] <= t_new) or np.any(theta[ch[~obs[ch]]] >= t_new):
+            return
+        al, ga, ph = hyper["alpha"], hyper["gamma"], hyper["phi"]
+        t_old = float(theta[i])
+        old = {int(k): float(self.W[k, i]) for k in pa[obs[pa]]}
+        old_ch = {int(c): float(self.W[i, c]) for c in ch[obs[ch]]}
+        units = np.flatnonzero(alive & obs[:cap])  # every MU row and W entry the move can touch
+        mu0 = self.MU[units].copy()
+        w0 = self.W[np.ix_(units, units)].copy()
+        before = state.log_prior(al, ga, ph)
+
+        def clear():
+            """To the base: no edge between i and another observed unit."""
+            for k in self.parents(state, i):
+                if obs[k]:
+                    self.MU[i] -= self.W[k, i] * self.U[k]
+                    self.W[k, i] = 0.0
+                    kern.apply_set_edge(Z, m, npar, k, i, False)
+            for c in self.children(state, i):
+                if obs[c]:
+                    self.MU[c] -= self.W[i, c] * self.U[i]
+                    self.W[i, c] = 0.0
+                    kern.apply_set_edge(Z, m, npar, i, c, False)
+
+        def walk(given):
+            """From the base at theta_i: each observed unit above i as a parent, then each below as
+            a child, in slot order, included with its Gibbs probability in the context so far
+            (``given``: the edges to include and their weights, for the reverse path; None: draw).
+            Returns (sum of the included edges' gains, log probability of the decisions)."""
+            gains = logq = 0.0
+            ti = theta[i]
+            for k in units:
+                if k == i or theta[k] <= ti:
+                    continue
+                g = self._gain(self.U[k], self.Y[i] - self.MU[i], i)
+                p1 = kern.edge_prior_prob(obs, Z, m, a, k, i, al, ph)
+                logit = math.log(p1) - math.log1p(-p1) + g[0]
+                inc = (int(k) in given[0]) if given is not None else rng.random() < expit(logit)
+                logq -= np.logaddexp(0.0, -logit if inc else logit)
+                if inc:
+                    gains += g[0]
+                    w = given[0][int(k)] if given is not None else g[1] + math.sqrt(g[2]) * rng.normal()
+                    self.MU[i] += w * self.U[k]
+                    self.W[k, i] = w
+                    kern.apply_set_edge(Z, m, npar, k, i, True)
+            for c in units:
+                if c == i or theta[c] >= ti:
+                    continue
+                g = self._gain(self.U[i], self.Y[c] - self.MU[c], c)
+                p1 = kern.edge_prior_prob(obs, Z, m, a, i, c, al, ph)
+                logit = math.log(p1) - math.log1p(-p1) + g[0]
+                inc = (int(c) in given[1]) if given is not None else rng.random() < expit(logit)
+                logq -= np.logaddexp(0.0, -logit if inc else logit)
+                if inc:
+                    gains += g[0]
+                    w = given[1][int(c)] if given is not None else g[1] + math.sqrt(g[2]) * rng.normal()
+                    self.MU[c] += w * self.U[i]
+                    self.W[i, c] = w
+                    kern.apply_set_edge(Z, m, npar, i, c, True)
+            return gains, logq
+
+        clear()
+        gain_old, q_old = walk((old, old_ch))  # the reverse path: back to the current state
+        clear()
+        kern.apply_move_node(theta, alive, a, i, t_new)
+        gain_new, q_new = walk(None)
+        after = state.log_prior(al, ga, ph)
+        if plant == 1:
+            q_old = q_new = 0.0
+        lr = (0.0 if plant == 2 else after - before) + (gain_new - q_new) - (gain_old - q_old)
+        if math.log(rng.random()) < lr:
+            for j in units:  # the incremental means, recomputed from the weights
+                self.refresh_mu(state, j)
+            self.stats[7, 1] += 1
+            return
+        clear()
+        kern.apply_move_node(theta, alive, a, i, t_old)
+        for k in old:
+            kern.apply_set_edge(Z, m, npar, k, i, True)
+        for c in old_ch:
+            kern.apply_set_edge(Z, m, npar, i, c, True)
+        self.MU[units] = mu0
+        self.W[np.ix_(units, units)] = w0
+
     def depth_move(self, rng, state, hyper) -> None:
         """Insert or remove a hidden unit on an edge (the "increase depth" move of 002's
         future work, section 5; docs/derivations.md sections 2.5 and 3.2)."""
@@ -683,6 +800,8 @@ class NLGBN:
                 self.order_move(rng, state, hyper)
             if reversals:
                 self.reversal_move(rng, state, hyper)
+                if self.relocate:
+                    self.relocate_move(rng, state, hyper)
             if w[3] > 0:
                 self.depth_move(rng, state, hyper)
 
@@ -838,4 +957,6 @@ def model_from_spec(spec: dict, run_dir, state, structure_prior=None) -> NLGBN:
                  likelihood_power=spec.get("likelihood_power", 1.0),
                  # runs written before stop 46: no non-centred updates
                  noncentred=spec.get("noncentred", False),
+                 # runs written before stop 53: no relocation move
+                 relocate=spec.get("relocate", False),
                  structure_prior=structure_prior)
