@@ -553,11 +553,12 @@ def test_stationarity_relocation_alone():
     assert max(abs(z) for z in zs.values()) < Z, zs
 
 
-@pytest.mark.parametrize("plant,replicates", [(1, 1000), (2, 2000)])
+@pytest.mark.parametrize("plant,replicates", [(1, 1000), (2, 2000), (3, 1000)])
 def test_stationarity_relocation_controls(plant, replicates):
     """Planted errors of ``NLGBN.relocate_move``, each caught (measured, seed 1): 1, the walks' inclusion
     probabilities dropped from the ratio, |z| 10.85 at 1,000 replicates (num_edges); 2, the ICP's prior ratio
-    dropped, |z| 7.32 at 2,000 (theta_obs; 5.38 at 1,000)."""
+    dropped, |z| 7.32 at 2,000 (theta_obs; 5.38 at 1,000); 3, the reverse walk evaluated at the new order value
+    (the review's suggestion), |z| 15.64 at 1,000 (num_edges)."""
     zs = _relocation_stationarity(replicates, plant)
     assert max(abs(z) for z in zs.values()) > Z, zs
 

@@ -521,7 +521,8 @@ class NLGBN:
         weight's conditional density),
         ``log A = log p(G') - log p(G) + sum gain' - log q' - (sum gain - log q)``, the sums over the
         walks' included edges and ``q`` the walks' inclusion probabilities. ``plant`` (tests only):
-        1 drops ``log q`` and ``log q'``; 2 drops the prior ratio."""
+        1 drops ``log q`` and ``log q'``; 2 drops the prior ratio; 3 evaluates the reverse walk at the new order
+        value instead of the old one."""
         theta, obs, fixed, alive, tie, Z, m, npar, a = state.arrays()
         cap = state.capacity
         free = np.flatnonzero(alive & obs[:cap] & ~fixed[:cap])
@@ -593,6 +594,8 @@ class NLGBN:
             return gains, logq
 
         clear()
+        if plant == 3:
+            kern.apply_move_node(theta, alive, a, i, t_new)
         gain_old, q_old = walk((old, old_ch))  # the reverse path: back to the current state
         clear()
         kern.apply_move_node(theta, alive, a, i, t_new)
