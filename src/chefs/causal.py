@@ -443,7 +443,8 @@ CAUSAL_SAMPLE_HYPER = ("alpha", "gamma", "phi")
 #: them no help to the calibration (ECE 0.144 against 0.145), although density estimation has them on since stop 49
 CAUSAL_NONCENTRED = False
 #: the relocation move (``NLGBN.relocate_move``: an observed unit moved to a fresh order value with its edges to the
-#: other observed units redrawn; docs/derivations.md 3.8, "Relocation", stop 53): an exact kernel, off by default
+#: other observed units redrawn; docs/derivations.md 3.8, "Relocation", stop 53): an exact kernel, off by default:
+#: stop 53's registered rule 14 found the calibration unchanged (ECE 0.101 against 0.099) at 1.5-1.7 times the CPU
 CAUSAL_RELOCATE = False
 #: with pilots (``pilots`` > 1; one start by default) they are ranked by 32 importance draws per point, as before
 #: stop 49 (the density default became 512 there; not measured for causal discovery)
@@ -492,7 +493,8 @@ class CausalDiscovery(BeliefNetwork):
     ``relocate=True`` adds an exact move that lets one chain travel between orders: an observed
     unit moved to a fresh order value with its edges to the other observed units redrawn from
     their Gibbs conditionals (``NLGBN.relocate_move``; docs/derivations.md 3.8, "Relocation").
-    Off by default (:data:`CAUSAL_RELOCATE`).
+    Off by default (:data:`CAUSAL_RELOCATE`): it reorders the variables but rarely reverses a
+    dependence, and left the calibration where it was (stop 53, rule 14).
 
     After :meth:`fit`, ``summary_`` holds a :class:`CausalSummary` and the run
     directory holds ``edges.csv``, ``causal.json`` (the confounder-count
