@@ -420,31 +420,44 @@ def test_sampled_hyperparameters_default_flag_and_refusals(tmp_path, capsys):
     assert "give one" in capsys.readouterr().err and not (tmp_path / "bad").exists()
 
 
-def test_power_posterior_run_resumes_bit_for_bit(tmp_path):
-    """A causal run at likelihood_power 0.3, interrupted twice and resumed, stores exactly the samples
-    of the uninterrupted run (the power travels in the run's spec, the tempered slots in the model's
-    checkpoint); the same run at power 1 stores other samples."""
+def _resumed_twice(run, copy):
+    """A copy of ``run``'s files (its finished chain 0 restarts from the copied start), its chain 0 stopped after 7
+    and after 13 sweeps and resumed to the end; returns the copy's directory."""
     from chefs.mcmc.run import run_chain
 
+    copy.mkdir()
+    for f in run.iterdir():
+        if f.is_file():
+            shutil.copy(f, copy / f.name)
+    run_chain(copy, 0, stop_after=7)
+    run_chain(copy, 0, stop_after=13)
+    run_chain(copy, 0)
+    return copy
+
+
+def _resumed_against_uninterrupted(tmp_path, on: dict, off: dict):
+    """Two small causal runs (options ``on`` and ``off``); a copy of the first interrupted twice and resumed
+    stores exactly its samples, and the second stores other samples. Returns the runs, the copy and the data."""
     from .test_hmc import _rows as rows  # chain 0's stored samples
 
     X = np.random.default_rng(5).normal(size=(80, 3))
     runs = {}
-    for name, power in (("a", 0.3), ("one", 1.0)):
+    for name, kw in (("a", on), ("off", off)):
         runs[name] = tmp_path / name
         CausalDiscovery(sweeps=30, burn_in=10, thin=2, chains=1, seed=4, out=runs[name], progress=False,
-                        checkpoint_every=1e-9, likelihood_power=power).fit(X)
-    b = tmp_path / "b"
-    b.mkdir()
-    for f in runs["a"].iterdir():
-        if f.is_file():
-            shutil.copy(f, b / f.name)
-    run_chain(b, 0, stop_after=7)
-    run_chain(b, 0, stop_after=13)
-    run_chain(b, 0)
+                        checkpoint_every=1e-9, **kw).fit(X)
+    b = _resumed_twice(runs["a"], tmp_path / "b")
     ra, rb = rows(runs["a"]), rows(b)
     assert len(ra) == 10 and ra == rb
-    assert rows(runs["one"]) != ra
+    assert rows(runs["off"]) != ra
+    return runs, b, X
+
+
+def test_power_posterior_run_resumes_bit_for_bit(tmp_path):
+    """A causal run at likelihood_power 0.3, interrupted twice and resumed, stores exactly the samples
+    of the uninterrupted run (the power travels in the run's spec, the tempered slots in the model's
+    checkpoint); the same run at power 1 stores other samples."""
+    _, b, _ = _resumed_against_uninterrupted(tmp_path, {"likelihood_power": 0.3}, {"likelihood_power": 1.0})
     assert json.loads((b / "config.json").read_text())["model"]["likelihood_power"] == 0.3
 
 
@@ -453,27 +466,7 @@ def test_relocation_run_resumes_bit_for_bit_and_the_flag(tmp_path, capsys):
     the uninterrupted run (the option travels in the run's spec; the move adapts nothing); the same run
     without it stores other samples; ``chefs discover --relocate`` writes the option and ``load`` reads it;
     a value that is not a bool is refused."""
-    from chefs.mcmc.run import run_chain
-
-    from .test_hmc import _rows as rows  # chain 0's stored samples
-
-    X = np.random.default_rng(5).normal(size=(80, 3))
-    runs = {}
-    for name, reloc in (("a", True), ("off", False)):
-        runs[name] = tmp_path / name
-        CausalDiscovery(sweeps=30, burn_in=10, thin=2, chains=1, seed=4, out=runs[name], progress=False,
-                        checkpoint_every=1e-9, relocate=reloc).fit(X)
-    b = tmp_path / "b"
-    b.mkdir()
-    for f in runs["a"].iterdir():
-        if f.is_file():
-            shutil.copy(f, b / f.name)
-    run_chain(b, 0, stop_after=7)
-    run_chain(b, 0, stop_after=13)
-    run_chain(b, 0)
-    ra, rb = rows(runs["a"]), rows(b)
-    assert len(ra) == 10 and ra == rb
-    assert rows(runs["off"]) != ra
+    runs, b, X = _resumed_against_uninterrupted(tmp_path, {"relocate": True}, {"relocate": False})
     assert json.loads((b / "config.json").read_text())["model"]["relocate"] is True
     assert "relocate" not in json.loads((runs["off"] / "config.json").read_text())["model"]
     assert CausalDiscovery.load(runs["a"]).relocate and not CausalDiscovery.load(runs["off"]).relocate
@@ -485,6 +478,20 @@ def test_relocation_run_resumes_bit_for_bit_and_the_flag(tmp_path, capsys):
                  "2", "--chains", "1", "--no-progress", "--relocate"]) == 0
     capsys.readouterr()
     assert json.loads((run / "config.json").read_text())["model"]["relocate"] is True
+
+
+def _check_bookkeeping(g, m):
+    """The graph's counts equal a recount, its prior a fresh state's, W is 0 off the edges, every mean is b + W u."""
+    from chefs.mcmc.state import GraphState
+
+    g.check()
+    assert GraphState.from_dag(g.to_dag()).log_prior(1.0, 2.0, 1.0) == pytest.approx(g.log_prior(1.0, 2.0, 1.0),
+                                                                                      abs=1e-9)
+    edge = g.Z & g.alive[:, None] & g.alive[None, :]
+    assert np.all(m.W[: g.capacity, : g.capacity][~edge] == 0)
+    for i in np.flatnonzero(g.alive):
+        pa = m.parents(g, i)
+        np.testing.assert_allclose(m.MU[i], m.b[i] + m.W[pa, i] @ m.U[pa], atol=1e-12)
 
 
 def test_reversal_move_keeps_the_bookkeeping():
@@ -503,14 +510,7 @@ def test_reversal_move_keeps_the_bookkeeping():
         m.forward(rng, g)
         for _ in range(5):
             m.reversal_move(rng, g, hyper)
-        g.check()
-        assert GraphState.from_dag(g.to_dag()).log_prior(1.0, 2.0, 1.0) == pytest.approx(g.log_prior(1.0, 2.0, 1.0),
-                                                                                          abs=1e-9)
-        edge = g.Z & g.alive[:, None] & g.alive[None, :]
-        assert np.all(m.W[: g.capacity, : g.capacity][~edge] == 0)
-        for i in np.flatnonzero(g.alive):
-            pa = m.parents(g, i)
-            np.testing.assert_allclose(m.MU[i], m.b[i] + m.W[pa, i] @ m.U[pa], atol=1e-12)
+        _check_bookkeeping(g, m)
         total += m.stats[6]
     assert total[1] > 20 and total[0] > total[1], total
     g = GraphState.from_dag(ICP(1.0, 2.0, 1.0).sample(np.random.default_rng(1), 3, observed_order=0.0))
@@ -599,14 +599,7 @@ def test_relocation_move_keeps_the_bookkeeping():
                 rejected_seen += 1
                 for x, y in zip(before, (g.theta, g.Z, g.m, g.npar, g.a, m.W, m.MU)):
                     np.testing.assert_array_equal(x, y)
-        g.check()
-        assert GraphState.from_dag(g.to_dag()).log_prior(1.0, 2.0, 1.0) == pytest.approx(g.log_prior(1.0, 2.0, 1.0),
-                                                                                          abs=1e-9)
-        edge = g.Z & g.alive[:, None] & g.alive[None, :]
-        assert np.all(m.W[: g.capacity, : g.capacity][~edge] == 0)
-        for i in np.flatnonzero(g.alive):
-            pa = m.parents(g, i)
-            np.testing.assert_allclose(m.MU[i], m.b[i] + m.W[pa, i] @ m.U[pa], atol=1e-12)
+        _check_bookkeeping(g, m)
         total += m.stats[7]
     assert total[1] > 20 and rejected_seen > 20, (total, rejected_seen)
     g = GraphState.from_dag(ICP(1.0, 2.0, 1.0).sample(np.random.default_rng(1), 3, observed_order=0.0))

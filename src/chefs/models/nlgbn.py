@@ -563,34 +563,22 @@ class NLGBN:
             Returns (sum of the included edges' gains, log probability of the decisions)."""
             gains = logq = 0.0
             ti = theta[i]
-            for k in units:
-                if k == i or theta[k] <= ti:
-                    continue
-                g = self._gain(self.U[k], self.Y[i] - self.MU[i], i)
-                p1 = kern.edge_prior_prob(obs, Z, m, a, k, i, al, ph)
-                logit = math.log(p1) - math.log1p(-p1) + g[0]
-                inc = (int(k) in given[0]) if given is not None else rng.random() < expit(logit)
-                logq -= np.logaddexp(0.0, -logit if inc else logit)
-                if inc:
-                    gains += g[0]
-                    w = given[0][int(k)] if given is not None else g[1] + math.sqrt(g[2]) * rng.normal()
-                    self.MU[i] += w * self.U[k]
-                    self.W[k, i] = w
-                    kern.apply_set_edge(Z, m, npar, k, i, True)
-            for c in units:
-                if c == i or theta[c] >= ti:
-                    continue
-                g = self._gain(self.U[i], self.Y[c] - self.MU[c], c)
-                p1 = kern.edge_prior_prob(obs, Z, m, a, i, c, al, ph)
-                logit = math.log(p1) - math.log1p(-p1) + g[0]
-                inc = (int(c) in given[1]) if given is not None else rng.random() < expit(logit)
-                logq -= np.logaddexp(0.0, -logit if inc else logit)
-                if inc:
-                    gains += g[0]
-                    w = given[1][int(c)] if given is not None else g[1] + math.sqrt(g[2]) * rng.normal()
-                    self.MU[c] += w * self.U[i]
-                    self.W[i, c] = w
-                    kern.apply_set_edge(Z, m, npar, i, c, True)
+            for side in (0, 1):  # 0: candidate parents k -> i; 1: candidate children i -> k
+                for k in units:
+                    if k == i or (theta[k] <= ti if side == 0 else theta[k] >= ti):
+                        continue
+                    p, c = (k, i) if side == 0 else (i, k)
+                    g = self._gain(self.U[p], self.Y[c] - self.MU[c], c)
+                    p1 = kern.edge_prior_prob(obs, Z, m, a, p, c, al, ph)
+                    logit = math.log(p1) - math.log1p(-p1) + g[0]
+                    inc = (int(k) in given[side]) if given is not None else rng.random() < expit(logit)
+                    logq -= np.logaddexp(0.0, -logit if inc else logit)
+                    if inc:
+                        gains += g[0]
+                        w = given[side][int(k)] if given is not None else g[1] + math.sqrt(g[2]) * rng.normal()
+                        self.MU[c] += w * self.U[p]
+                        self.W[p, c] = w
+                        kern.apply_set_edge(Z, m, npar, p, c, True)
             return gains, logq
 
         clear()
