@@ -749,6 +749,64 @@ def _anm_chain(seed, n=500):
     return np.c_[x, y, z]
 
 
+@pytest.mark.parametrize("start", ["residual", "marginal"])
+def test_starts_computed_in_a_pool_equal_those_computed_here(monkeypatch, start):
+    """The chains' starts (their residual orders, and with start="marginal" the searched orders and start
+    edges) are the same whether chains 1, 2, ... are ordered in a pool of processes (used when chain 0's
+    order took at least START_POOL_SECONDS, here 0) or one after the other in this process (an infinite
+    threshold): the same DAGs, edge for edge. Independent columns make the chains' orders differ, so that
+    a pool that hands the results back in another order (the plant: reversed) is caught."""
+    import chefs.causal as cc
+    import chefs.mcmc.run as mr
+    from chefs._threads import available_cores
+    from chefs.density import UnitMap
+
+    if available_cores() < 2:
+        pytest.skip("the pool needs two cores")
+    X = np.random.default_rng(3).normal(size=(200, 4))
+    cd = CausalDiscovery(seed=4, chains=4, start=start, progress=False)
+    cd.map_ = UnitMap.fit(X, cd.margin, False, False)
+    cd._start_data = X
+    used = []
+    real = cc.start_order
+
+    def counted(*a):
+        used.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(cc, "start_order", counted)        # counts the orders computed in this process
+    monkeypatch.setattr(cc, "START_POOL_SECONDS", float("inf"))
+    here = [g.to_dict() for g in cd._initial_graphs(4)]
+    assert len(used) == 4
+    orders = [np.argsort(-np.asarray(g["theta"])[np.asarray(g["observed"])]).tolist() for g in here]
+    assert orders[1] != orders[3]                           # so that handing chains 1-3 back reversed shows
+    monkeypatch.setattr(cc, "start_order", real)            # the pool's processes import the real one
+    monkeypatch.setattr(cc, "START_POOL_SECONDS", 0.0)
+    made = []
+    make = mr.make_executor
+
+    def recorded(*a, **k):
+        made.append(a)
+        return make(*a, **k)
+
+    monkeypatch.setattr(mr, "make_executor", recorded)
+    assert [g.to_dict() for g in cd._initial_graphs(4)] == here
+    assert made == [(2,)]                                   # chains 1-3 in a pool of two processes
+
+    class Reversed:                                         # the plant: results handed back reversed
+        def __init__(self, ex):
+            self.ex = ex
+
+        def map(self, *a):
+            return list(self.ex.map(*a))[::-1]
+
+        def shutdown(self, wait=True):
+            self.ex.shutdown(wait=wait)
+
+    monkeypatch.setattr(mr, "make_executor", lambda *a, **k: (Reversed(make(*a, **k)[0]), None))
+    assert [g.to_dict() for g in cd._initial_graphs(4)] != here
+
+
 def test_normalised_hsic_separates_independence_from_dependence():
     from chefs.causal import normalised_hsic
 
@@ -927,6 +985,29 @@ def test_cli_discover_and_resume(tmp_path, capsys):
     (run / "edges.csv").unlink()
     assert main(["resume", str(run), "--no-progress"]) == 0  # finished run: summaries rewritten
     assert (run / "edges.csv").read_text() == first
+
+
+def test_cli_discover_burn_in_defaults_to_half_the_sweeps(tmp_path, capsys):
+    """Without --burn-in, `chefs discover` discards half of --sweeps (1000 at the default 2000), so a short
+    run needs no --burn-in of its own; a given one is kept."""
+    data = _csv(tmp_path / "d.csv", _data())
+    for sweeps, given, expect in ((30, None, 15), (30, 4, 4)):
+        run = tmp_path / f"run{sweeps}-{given}"
+        extra = [] if given is None else ["--burn-in", str(given)]
+        assert main(["discover", "--data", str(data), "--out", str(run), "--sweeps", str(sweeps), "--thin", "3",
+                     "--chains", "1", "--no-progress"] + extra) == 0
+        spec = json.loads((run / "config.json").read_text())
+        assert (spec["sweeps"], spec["burn_in"]) == (sweeps, expect)
+    capsys.readouterr()
+    from chefs.cli import build_parser
+
+    assert build_parser().parse_args(["discover", "--data", "x", "--out", "y"]).burn_in is None
+    assert main(["summary", str(run)]) == 0                 # the edge matrix is named by the data's columns
+    lines = capsys.readouterr().out.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith("edge inclusion between observed nodes"))
+    assert "named by the data's columns" in lines[at]
+    assert lines[at + 1].split() == ["a", "b", "c"]
+    assert [line.split()[0] for line in lines[at + 2:at + 5]] == ["a", "b", "c"]
 
 
 @pytest.mark.parametrize("case", ["one-column", "constant", "non-numeric", "nan", "too-many"])

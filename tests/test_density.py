@@ -244,6 +244,21 @@ def test_warmup_covering_the_whole_run_warns(tmp_path, moons):
         BeliefNetwork(sweeps=4, burn_in=2, thin=1, structure_warmup=10, out=tmp_path / "r", progress=False).fit(tr[:50])
 
 
+def test_a_bad_burn_in_is_refused_before_the_warm_up_warning(tmp_path, capsys):
+    """A burn-in at or above the sweeps gets its one-line error alone, not after a warning that the
+    (default) warm-up covers the run, for `chefs fit` and `chefs discover` alike."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        for cmd in (["fit", "--data", "ring"], ["discover", "--data", "ring"]):
+            assert main(cmd + ["--sweeps", "100", "--burn-in", "200", "--no-progress",
+                               "--out", str(tmp_path / cmd[0])]) == 2
+            err = capsys.readouterr().err
+            assert err == "chefs: error: burn-in (200) must be smaller than the number of sweeps (100)\n", err
+            assert not (tmp_path / cmd[0]).exists()
+
+
 def test_cli_warnings_are_one_line(tmp_path, capsys):
     """The warm-up warning reaches a CLI user as one `chefs: warning:` line (not
     Python's file:line: UserWarning form), and `chefs plot` of a run whose K+
@@ -379,3 +394,24 @@ def test_fit_needs_ten_rows_and_the_cli_refuses_fewer_without_touching_the_run(t
     err = capsys.readouterr().err.strip()
     assert "at least 10 rows" in err and len(err.splitlines()) == 1, err
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == before
+
+
+def test_summary_names_the_observed_units_only_where_they_are_the_columns(tmp_path):
+    """`chefs summary` labels its edge matrix with the data's column names for a causal run and for a
+    density run on the columns themselves, not for one fitted on principal axes (its observed units are
+    the axes), nor when the names do not match the units."""
+    import json
+
+    from chefs.commands.runs import _observed_names
+
+    run = tmp_path / "r"
+    run.mkdir()
+    assert _observed_names(run, 2) is None                  # no unit map, no names
+    (run / "unitmap.json").write_text(json.dumps({"lo": [0, 0], "hi": [1, 1], "margin": 0.3}))
+    (run / "columns.json").write_text(json.dumps(["x", "y"]))
+    assert _observed_names(run, 2) == ["x", "y"]
+    assert _observed_names(run, 3) is None                  # a count that does not match
+    (run / "unitmap.json").write_text(json.dumps({"lo": [0, 0], "hi": [1, 1], "margin": 0.3, "rotation": [[1, 0], [0, 1]]}))
+    assert _observed_names(run, 2) is None                  # principal axes: not the columns
+    (run / "causal-columns.json").write_text(json.dumps({"names": ["p", "q"], "start": "residual"}))
+    assert _observed_names(run, 2) == ["p", "q"]            # a causal run's variables

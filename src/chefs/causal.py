@@ -244,9 +244,11 @@ class CausalSummary:
 
         nx.write_graphml(self.graph(threshold), str(path))
 
-    def plot(self, path=None, ax=None, min_p: float = 0.05):
+    def plot(self, path=None, ax=None, min_p: float = 0.05, title: str | None = None, labels: bool = True):
         """Observed variables on a circle; directed edges with width and opacity given by
-        p_edge (those above ``min_p``), dashed two-headed edges for p_confounded."""
+        p_edge (those above ``min_p``), dashed two-headed edges for p_confounded. ``title``: instead of
+        the posterior's (its sample count and the mode of the latent common causes); ``labels``: print
+        each probability of at least 0.2 beside its edge."""
         from .plots import _mpl
 
         plt = _mpl()
@@ -265,7 +267,7 @@ class CausalSummary:
                     continue
                 p = self.p_edge[i, j]
                 if p > min_p:
-                    if p >= 0.2:
+                    if p >= 0.2 and labels:
                         mid = 0.55 * xy[i] + 0.45 * xy[j] + 0.06 * np.array([xy[j, 1] - xy[i, 1], xy[i, 0] - xy[j, 0]])
                         ax.text(*mid, f"{p:.2f}", fontsize=7, ha="center", va="center")
                     ax.annotate("", xy=xy[j], xytext=xy[i],
@@ -274,7 +276,7 @@ class CausalSummary:
                                                 connectionstyle="arc3,rad=0.08"))
                 q = self.p_confounded[i, j]
                 if i < j and q > min_p:
-                    if q >= 0.2:
+                    if q >= 0.2 and labels:
                         mid = 0.5 * (xy[i] + xy[j]) * 1.25
                         ax.text(*mid, f"{q:.2f}", fontsize=7, ha="center", va="center", color="tab:red")
                     ax.annotate("", xy=xy[j], xytext=xy[i],
@@ -284,11 +286,12 @@ class CausalSummary:
         for i in range(D):
             ax.scatter(*xy[i], s=900, color="white", edgecolors="black", zorder=3)
             ax.text(*xy[i], str(self.names[i]), ha="center", va="center", fontsize=8, zorder=4)
-        dist = self.confounder_distribution()
-        mode = max(dist, key=dist.get)
-        ax.set_title(f"posterior over {self.num_samples} samples: black = p(direct edge),\n"
-                     f"red dashed = p(hidden common cause); latent causes: mode {mode} (p={dist[mode]:.2f})",
-                     fontsize=8)
+        if title is None:
+            dist = self.confounder_distribution()
+            mode = max(dist, key=dist.get)
+            title = (f"posterior over {self.num_samples} samples: black = p(direct edge),\n"
+                     f"red dashed = p(hidden common cause); latent causes: mode {mode} (p={dist[mode]:.2f})")
+        ax.set_title(title, fontsize=8)
         ax.set_xlim(-1.4, 1.4)
         ax.set_ylim(-1.4, 1.4)
         ax.set_aspect("equal")
@@ -403,6 +406,35 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
         sinks.append(best[1])
         remaining.remove(best[1])
     return remaining + sinks[::-1]
+
+
+def start_order(X, seed, marginal: bool = False, X01=None, weight_prior=None) -> tuple[list[int], list]:
+    """One chain's start (:meth:`CausalDiscovery._initial_graph`): the :func:`residual_order` of the rows
+    ``X`` with the random stream ``seed``, and no start edges; with ``marginal``, that order improved by
+    :func:`chefs.causal_order.search_order` on the observed-only model's marginal likelihood of ``X01``
+    (``X`` on the unit scale) with the weight prior ``weight_prior``, and each variable's best parent set
+    as start edges ``(parent column, child column)``. A function of its arguments alone, so that the
+    chains' starts can be computed in other processes."""
+    order = residual_order(X, seed)
+    extra = []
+    if marginal:
+        from .causal_order import OrderScorer, search_order
+
+        scorer = OrderScorer(X01, weight_prior=weight_prior)
+        order, _ = search_order(scorer, order)
+        extra = [(k, i) for i, pa in scorer.best_parents(order) for k in pa]
+    return order, extra
+
+
+def _cores() -> int:
+    from ._threads import available_cores
+
+    return available_cores()
+
+
+#: a chain-0 start that took at least this many seconds has the other chains' starts computed in a
+#: pool of local processes (starting one costs about a second or two)
+START_POOL_SECONDS = 1.0
 
 
 def order_values(order, D: int) -> np.ndarray:
@@ -559,9 +591,69 @@ class CausalDiscovery(BeliefNetwork):
         observed orders from its own stream)."""
         if not self.init_hidden and self.start == "prior":
             return None
-        return [self._initial_graph(D, c) for c in range(int(self.chains))]  # checked by check_run_settings
+        if self.start == "prior":
+            return [self._initial_graph(D, c) for c in range(int(self.chains))]  # checked by check_run_settings
+        orders = self._start_orders(D)
+        return [self._initial_graph(D, c, orders[c]) for c in range(int(self.chains))]
 
-    def _initial_graph(self, D: int, chain: int = 0):
+    def _start_rows(self, chain: int) -> np.ndarray:
+        """The rows chain ``chain``'s start is ordered on: the data for chain 0, a bootstrap resample of
+        them for chain c > 0 (the data again when the resample has a constant column)."""
+        X = self._start_data
+        if chain > 0:
+            X = X[np.random.default_rng([self.seed, 7919, chain, 1]).integers(0, len(X), len(X))]
+            if np.any(np.ptp(X, axis=0) <= 0):  # a resample with a constant column: use the data
+                X = self._start_data
+        return X
+
+    def _start_orders(self, D: int) -> list:
+        """Each chain's :func:`start_order` (``start="residual"`` or ``"marginal"``). Chain 0's is
+        computed here; when it took at least :data:`START_POOL_SECONDS` and there are more chains and
+        cores, the others are computed in a pool of local processes (about half a minute per chain at
+        30 columns, 2-5 CPU seconds at 10). Each chain's order depends only on its rows and its own
+        seed, so the pool changes where they are computed, not what they are."""
+        import sys
+        import time
+
+        chains = int(self.chains)
+        marginal = self.start == "marginal"
+        tasks = []
+        for c in range(chains):
+            X = self._start_rows(c)
+            tasks.append((X, [self.seed, 7919, c, 2], marginal, self.map_.forward(X) if marginal else None,
+                          self.weight_prior))
+        loud = D >= 15 and self.progress is not False
+        if loud:
+            print(f"chain 0: ordering {D} variables by residual independence (the start) ...", file=sys.stderr,
+                  flush=True)
+        import sklearn.linear_model  # noqa: F401  (imported before the clock starts: chain 0's time is its work)
+        import sklearn.preprocessing  # noqa: F401
+
+        t0 = time.perf_counter()
+        out = [start_order(*tasks[0])]
+        workers = min(chains - 1, _cores())
+        executor = None
+        if workers >= 2 and time.perf_counter() - t0 >= START_POOL_SECONDS:
+            from .mcmc.run import make_executor
+
+            executor, _ = make_executor(workers)  # None in a daemonic process (a Dask worker's)
+        if executor is None:
+            for c in range(1, chains):
+                if loud:
+                    print(f"chain {c}: ordering {D} variables by residual independence (the start) ...",
+                          file=sys.stderr, flush=True)
+                out.append(start_order(*tasks[c]))
+            return out
+        if loud:
+            print(f"chains 1-{chains - 1}: ordering {D} variables by residual independence (the starts) in "
+                  f"{workers} processes ...", file=sys.stderr, flush=True)
+        try:
+            out += list(executor.map(start_order, *zip(*tasks[1:])))
+        finally:
+            executor.shutdown(wait=True)
+        return out
+
+    def _initial_graph(self, D: int, chain: int = 0, start=None):
         """``start="prior"``: the prior draw of :class:`BeliefNetwork` (observed units at random orders).
         ``start="residual"``: the same recipe (the ICP with gamma set by ``init_hidden``, every hidden
         unit connected to the data), drawn with the observed units at the order values of
@@ -574,24 +666,11 @@ class CausalDiscovery(BeliefNetwork):
             return super()._initial_graph(D, chain)
         from .graph import DAG
 
-        X = self._start_data
-        if chain > 0:
-            X = X[np.random.default_rng([self.seed, 7919, chain, 1]).integers(0, len(X), len(X))]
-            if np.any(np.ptp(X, axis=0) <= 0):  # a resample with a constant column: use the data
-                X = self._start_data
-        if D >= 15 and self.progress is not False:  # about half a minute per chain at 30 columns
-            import sys
-
-            print(f"chain {chain}: ordering {D} variables by residual independence (the start) ...", file=sys.stderr,
-                  flush=True)
-        order = residual_order(X, [self.seed, 7919, chain, 2])
-        extra = []
-        if self.start == "marginal":
-            from .causal_order import OrderScorer, search_order
-
-            scorer = OrderScorer(self.map_.forward(X), weight_prior=self.weight_prior)
-            order, _ = search_order(scorer, order)
-            extra = [(k, i) for i, pa in scorer.best_parents(order) for k in pa]
+        if start is None:  # (the order of _start_orders, computed here)
+            X = self._start_rows(chain)
+            start = start_order(X, [self.seed, 7919, chain, 2], self.start == "marginal",
+                                self.map_.forward(X) if self.start == "marginal" else None, self.weight_prior)
+        order, extra = start
         theta = order_values(order, D)
         if not self.init_hidden:
             g = DAG(theta, np.ones(D, dtype=bool))

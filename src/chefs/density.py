@@ -582,6 +582,8 @@ class BeliefNetwork:
         X = check_data(X)
         if X.shape[0] < MIN_FIT_ROWS:
             raise ValueError(f"a belief network needs at least {MIN_FIT_ROWS} rows (data points) to fit, got {X.shape[0]}")
+        # the run's sizes first, so that a bad burn-in is refused before any warning about them
+        check_run_settings(self.sweeps, self.burn_in, self.thin, self.chains, self.seed, self.checkpoint_every)
         if self.structure_warmup >= self.sweeps:
             warnings.warn(f"structure_warmup ({self.structure_warmup}) covers all {self.sweeps} sweeps: the structure "
                           "stays at its start", UserWarning, stacklevel=2)

@@ -578,4 +578,6 @@ def _truth_picture(sem: SEM, path) -> None:
     D = sem.edges.shape[0]
     s = CausalSummary([str(j) for j in range(D)], sem.edges.astype(float), sem.ancestor.astype(float),
                       sem.confounded.astype(float), np.array([sem.num_hidden]), 1)
-    s.plot(path)
+    s.plot(path, title=f"the true graph of seed {sem.seed} on the observed variables: black = direct edge,\n"
+                       f"red dashed = hidden common cause ({sem.num_hidden} hidden confounder"
+                       f"{'' if sem.num_hidden == 1 else 's'})", labels=False)

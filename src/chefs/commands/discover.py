@@ -31,7 +31,9 @@ def register(sub) -> None:
                         "bootstrap resamples), so that `chefs summary` shows whether they disagree (default "
                         f"{CAUSAL_CHAINS}; stop 43 ran 8, stops 41-42 4, stops 34-40 2)")
     d.add_argument("--sweeps", type=positive_int, default=2000)
-    d.add_argument("--burn-in", type=nonneg_int, default=1000)
+    d.add_argument("--burn-in", type=nonneg_int, default=None,
+                   help="sweeps discarded at the start of each chain (default: half of --sweeps, 1000 at the default "
+                        "2000)")
     d.add_argument("--thin", type=positive_int, default=10)
     d.add_argument("--seed", type=nonneg_int, default=0)
     d.add_argument("--alpha", type=positive_float, default=CAUSAL_ALPHA,
@@ -130,7 +132,8 @@ def cmd_discover(args) -> int:
         raise ValueError(f"--threshold must be in [0, 1), got {args.threshold}")
     X, names = load_columns(args.data, args.data_dir)
     X, names = check_causal_data(X, names, max_columns=args.max_columns)  # before anything is written
-    net = CausalDiscovery(sweeps=args.sweeps, burn_in=args.burn_in, thin=args.thin, chains=args.chains, seed=args.seed,
+    burn_in = args.sweeps // 2 if args.burn_in is None else args.burn_in
+    net = CausalDiscovery(sweeps=args.sweeps, burn_in=burn_in, thin=args.thin, chains=args.chains, seed=args.seed,
                           alpha=args.alpha, gamma=args.gamma, phi=args.phi, sample_hyper=_sampled(args),
                           margin=args.margin, pilots=args.pilots, structure_warmup=args.warmup, start=args.start,
                           num_tries=args.num_tries, threshold=args.threshold, out=out, force=args.force,

@@ -108,6 +108,24 @@ def cmd_resume(args) -> int:
     return 0
 
 
+def _observed_names(run, D: int) -> list[str] | None:
+    """The observed units' names, where they are the data's columns: a causal run's variables, or a
+    density run's column names when its unit map keeps the columns (no principal axes); else None."""
+    run = Path(run)
+    try:
+        causal = run / "causal-columns.json"
+        if causal.exists():
+            names = json.loads(causal.read_text()).get("names")
+        else:
+            unitmap = run / "unitmap.json"
+            if not unitmap.exists() or "rotation" in json.loads(unitmap.read_text()):
+                return None
+            names = json.loads((run / "columns.json").read_text()) if (run / "columns.json").exists() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(n) for n in names] if isinstance(names, list) and len(names) == D else None
+
+
 def cmd_summary(args) -> int:
     from ..mcmc.diagnostics import structure_summary, summary_table, trace_plot
     from ..mcmc.run import load_spec
@@ -126,9 +144,15 @@ def cmd_summary(args) -> int:
         print(f"posterior of {key}: " + ", ".join(f"{v}: {p:.3f}" for v, p in list(post.items())[:12]))
     D = len(s["edge_inclusion_observed"])
     if D:
-        print("edge inclusion between observed nodes (row = parent):")
-        for row in s["edge_inclusion_observed"]:
-            print("  " + " ".join(f"{x:.2f}" for x in row))
+        names = _observed_names(args.run, D)
+        width = max(4, *(len(n) for n in names)) if names else 4
+        print("edge inclusion between observed nodes (row = parent" + (", named by the data's columns):" if names
+                                                                        else "):"))
+        if names:
+            print("  " + " " * width + " " + " ".join(f"{n[:width]:>{width}}" for n in names))
+        for d, row in enumerate(s["edge_inclusion_observed"]):
+            lead = f"{names[d][:width]:>{width}} " if names else ""
+            print("  " + lead + " ".join(f"{x:>{width}.2f}" if names else f"{x:.2f}" for x in row))
     out = Path(args.run) / "representative.json"
     out.write_text(json.dumps(s["representative"]) + "\n")
     print(f"representative graph (highest log joint {s['representative_log_joint']:.3f}): {out}")
