@@ -1116,6 +1116,83 @@ def test_bench_causal_skips_a_missing_peer(tmp_path, monkeypatch):
         assert [r["method"] for r in csv.DictReader(fh)] == ["icp"]
 
 
+def test_bench_causal_resumes_an_interrupted_run(tmp_path, monkeypatch, capsys):
+    """Each finished cell goes into OUT/causal-cells.jsonl as it finishes. A run interrupted after two SEMs
+    (the progress callback raises, as Ctrl-C would) is refused without --resume or --force, refused with
+    other settings, and with --resume runs only the cells it lacks (a last line cut short by the crash runs
+    again): its causal.csv (CPU seconds aside) and its calibration table equal an uninterrupted run's. The
+    ICP is replaced by a deterministic stand-in with random probabilities, so that only the bookkeeping is
+    measured; the real-data cell is in it too."""
+    import chefs.bench.causal as bc
+
+    calls = []
+
+    def fake_icp(sem, settings, run_dir, seed, names=None):
+        calls.append("sachs" if names else seed)
+        r = np.random.default_rng([len(sem.X), sem.X.shape[1], 99])
+        D = sem.X.shape[1]
+        p = {k: r.uniform(size=(D, D)) for k in ("p_edge", "p_ancestor", "p_confounded")}
+        for v in p.values():
+            np.fill_diagonal(v, 0.0)
+        return bc.Estimate(bc._marks_from(p["p_edge"] > 0.5, p["p_confounded"] > 0.5), p["p_ancestor"] > 0.5,
+                           p["p_edge"], p)
+
+    d = tmp_path / "res"
+    d.mkdir()
+    np.savetxt(d / "cyto_full_data.csv", np.exp(np.random.default_rng(0).normal(size=(900, 3))), delimiter=",",
+               header="A,B,C", comments="")
+    (d / "cyto_full_target.csv").write_text('"Cause","Effect"\n"A","B"\n"B","C"\n')
+    monkeypatch.setattr(bc, "run_icp", fake_icp)
+    monkeypatch.setattr(bc, "sachs_dir", lambda: d)
+    kw = dict(quick=True, methods=("icp",), seeds=[0, 1, 2])
+
+    def table(out):
+        with open(out / "causal.csv", newline="") as fh:
+            rows = [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(fh)]
+        md = (out / "causal.md").read_text()
+        return rows, md[md.index("## Calibration"):]
+
+    bc.run_benchmark(tmp_path / "ref", progress=lambda s: None, **kw)
+    assert calls == [0, 1, 2, "sachs"]
+    calls.clear()
+
+    def interrupt(msg):
+        if msg.startswith("seed 1 "):
+            raise KeyboardInterrupt
+
+    out = tmp_path / "b"
+    with pytest.raises(KeyboardInterrupt):
+        bc.run_benchmark(out, progress=interrupt, **kw)
+    assert calls == [0, 1] and not (out / "causal.csv").exists()
+    cells = (out / bc.CELLS_FILE).read_text().splitlines()
+    assert [json.loads(c)["row"]["seed"] for c in cells] == [0, 1]
+    with pytest.raises(FileExistsError, match="--resume finishes it"):
+        bc.run_benchmark(out, progress=lambda s: None, **kw)
+    with pytest.raises(ValueError, match="other settings"):
+        bc.run_benchmark(out, progress=lambda s: None, resume=True, chains=2, **kw)
+    with pytest.raises(ValueError, match="give one of them"):
+        bc.run_benchmark(out, progress=lambda s: None, resume=True, force=True, **kw)
+    with open(out / bc.CELLS_FILE, "a") as fh:           # the crash cut the next cell's line short
+        fh.write(cells[1][:40])
+    calls.clear()
+    said = []
+    bc.run_benchmark(out, progress=said.append, resume=True, **kw)
+    assert calls == [2, "sachs"] and any("2 finished cell(s) kept" in t for t in said)
+    assert table(out) == table(tmp_path / "ref")
+    assert len((out / bc.CELLS_FILE).read_text().splitlines()) == 4
+    calls.clear()
+    bc.run_benchmark(out, progress=lambda s: None, resume=True, **kw)   # finished: the tables rewritten, nothing run
+    assert calls == [] and table(out) == table(tmp_path / "ref")
+    bc.run_benchmark(out, progress=lambda s: None, force=True, **kw)    # afresh
+    assert calls == [0, 1, 2, "sachs"] and len((out / bc.CELLS_FILE).read_text().splitlines()) == 4
+    with pytest.raises(ValueError, match="nothing to resume"):
+        bc.run_benchmark(tmp_path / "empty", progress=lambda s: None, resume=True, **kw)
+    capsys.readouterr()
+    assert main(["bench", "causal", "--quick", "--seeds", "0", "--methods", "icp", "--no-real", "--resume",
+                 "--out", str(tmp_path / "none")]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+
+
 def test_sachs_reader_and_its_absence(tmp_path, monkeypatch):
     """The real data are read from the files cdt ships (first 853 rows, log) with its reference
     graph; without cdt the benchmark says so and goes on."""

@@ -36,7 +36,9 @@ pairs and seeds, in five bins of width 0.2, with counts.
 from __future__ import annotations
 
 import csv
+import json
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -370,7 +372,7 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
                   progress=print, real: bool = True, start: str | None = None, chains: int | None = None,
                   margin: float | None = None, likelihood_power: float | None = None,
                   weight_prior="default", noncentred: bool | None = None,
-                  relocate: bool | None = None) -> list[dict]:
+                  relocate: bool | None = None, resume: bool = False) -> list[dict]:
     """Run every (seed, method) cell, then (``real``) every method on the Sachs data when the ``cdt``
     package that ships them is installed; write ``causal.csv``, ``causal.md`` and pictures into ``out``.
     ``start``: where the ICP's chains start (:class:`chefs.causal.CausalDiscovery`; None: its default).
@@ -382,7 +384,13 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     :data:`chefs.causal.CAUSAL_WEIGHT_PRIOR`). ``noncentred``: the ICP with the non-centred updates of each hidden
     unit's precision and incoming scale (docs/derivations.md 3.24; None: :data:`chefs.causal.CAUSAL_NONCENTRED`,
     off). ``relocate``: the ICP with the relocation move (docs/derivations.md 3.8; None:
-    :data:`chefs.causal.CAUSAL_RELOCATE`, off)."""
+    :data:`chefs.causal.CAUSAL_RELOCATE`, off).
+
+    Each finished cell is appended to ``OUT/causal-cells.jsonl`` (:data:`CELLS_FILE`: its row, and for the
+    ICP its posterior probabilities) as it finishes, so that nothing finished is lost when the run is
+    interrupted: ``resume`` keeps the cells written there with the same settings and runs only the others
+    (the cells are deterministic, so the finished tables equal an uninterrupted run's). Without ``resume``
+    or ``force`` an earlier run's cells are refused, not overwritten; ``force`` starts afresh."""
     from ..causal import CAUSAL_LIKELIHOOD_POWER, CAUSAL_MARGIN, CAUSAL_NONCENTRED, CAUSAL_RELOCATE, START, STARTS
     from ..density import check_margin, check_weight_prior
     from ..models.nlgbn import check_flag, check_likelihood_power, check_noncentred
@@ -391,8 +399,16 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out takes a directory; {out} is a file")
-    if (out / "causal.csv").exists() and not force:
+    if force and resume:
+        raise ValueError("--force starts afresh and --resume keeps the finished cells: give one of them")
+    cells_path = out / CELLS_FILE
+    if resume and not cells_path.exists():
+        raise ValueError(f"nothing to resume in {out} (no {CELLS_FILE}): run the command without --resume")
+    if (out / "causal.csv").exists() and not force and not resume:
         raise FileExistsError(f"{out / 'causal.csv'} exists; use --force to replace it")
+    if cells_path.exists() and not force and not resume:
+        raise FileExistsError(f"{cells_path} holds the cells of an earlier run that did not finish: --resume "
+                              "finishes it, --force starts afresh")
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"unknown method(s) {bad}; choose from {', '.join(METHODS)}")
@@ -414,7 +430,14 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
         settings["chains"] = int(chains)
     if seeds is not None:
         settings["seeds"] = list(seeds)
+    label = _cells_label(settings, quick)
+    kept = _cells_to_resume(cells_path, label) if resume else {}
     out.mkdir(parents=True, exist_ok=True)
+    if force and cells_path.exists():
+        cells_path.unlink()
+    record = _CellWriter(cells_path, label)
+    if kept:
+        progress(f"resuming {out}: {len(kept)} finished cell(s) kept from {CELLS_FILE}")
     skipped = {}
     for m in methods:
         if m != "icp":
@@ -431,6 +454,12 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
         for m in methods:
             if m in skipped:
                 continue
+            if (seed, m) in kept:
+                row, probs = kept[(seed, m)]
+                rows.append(row)
+                if probs is not None:
+                    calib.extend(calibration_pairs(probs, sem))
+                continue
             t0 = _cpu_seconds()
             note = ""
             try:
@@ -443,6 +472,7 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
                              "shd": "", "num_pairs": len(truth), "anc_precision": "", "anc_recall": "", "anc_f1": "",
                              "auroc": "", "seconds": round(_cpu_seconds() - t0, 2),
                              "note": f"failed: {' '.join(str(err).split())[:120]}"})
+                record(rows[-1], None)
                 continue
             secs = _cpu_seconds() - t0
             sc = metrics(est, sem, truth)
@@ -450,6 +480,7 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
                          "shd": sc["shd"], "num_pairs": len(truth),
                          **{k: round(sc[k], 4) for k in ("anc_precision", "anc_recall", "anc_f1", "auroc")},
                          "seconds": round(secs, 2), "note": note})
+            record(rows[-1], est.probs)
             if est.probs is not None:
                 calib.extend(calibration_pairs(est.probs, sem))
             progress(f"seed {seed} (D={D}, H={H}, N={N}) {m}: SHD {sc['shd']}, ancestral F1 {sc['anc_f1']:.3f}, "
@@ -460,20 +491,25 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
             skipped["sachs"] = "sachs: the real data need the cdt package, which ships them (pip install cdt)"
             progress(f"skipping {skipped['sachs']}")
         else:
-            rows.extend(_run_real(load_sachs(d), methods, skipped, settings, out, progress))
+            rows.extend(_run_real(load_sachs(d), methods, skipped, settings, out, progress, kept, record))
     _write(out, rows, calib, skipped, quick, settings)
     return rows
 
 
-def _run_real(data: RealData, methods, skipped, settings, out, progress) -> list[dict]:
+def _run_real(data: RealData, methods, skipped, settings, out, progress, kept=None, record=None) -> list[dict]:
     """Every method on the Sachs data against the reference graph (no hidden confounders known:
-    the true marks are its directed edges only)."""
+    the true marks are its directed edges only). ``kept``: finished cells of an interrupted run, by
+    ``("sachs", method)``; ``record``: called with each new cell's row (:class:`_CellWriter`)."""
     D = len(data.names)
     sem = SEM(data.X, data.edges, data.ancestor, np.zeros((D, D), bool), -1, 0)
     truth = true_marks(sem)
     rows = []
+    kept = kept or {}
     for m in methods:
         if m in skipped:
+            continue
+        if ("sachs", m) in kept:
+            rows.append(kept[("sachs", m)][0])
             continue
         t0 = _cpu_seconds()
         try:
@@ -484,6 +520,8 @@ def _run_real(data: RealData, methods, skipped, settings, out, progress) -> list
                          "method": m, "shd": "", "num_pairs": len(truth), "anc_precision": "", "anc_recall": "",
                          "anc_f1": "", "auroc": "", "seconds": round(_cpu_seconds() - t0, 2),
                          "note": f"failed: {' '.join(str(err).split())[:120]}"})
+            if record is not None:
+                record(rows[-1], None)
             continue
         secs = _cpu_seconds() - t0
         sc = metrics(est, sem, truth)
@@ -491,8 +529,75 @@ def _run_real(data: RealData, methods, skipped, settings, out, progress) -> list
                      "shd": sc["shd"], "num_pairs": len(truth),
                      **{k: round(sc[k], 4) for k in ("anc_precision", "anc_recall", "anc_f1", "auroc")},
                      "seconds": round(secs, 2), "note": "Sachs et al. 2005, first 853 rows, log; cdt's reference graph"})
+        if record is not None:
+            record(rows[-1], None)
         progress(f"sachs {m}: SHD {sc['shd']}, ancestral F1 {sc['anc_f1']:.3f}, {secs:.1f} CPU s")
     return rows
+
+
+#: the finished cells of a run, one JSON object a line, appended as they finish (``run_benchmark``'s ``resume``)
+CELLS_FILE = "causal-cells.jsonl"
+
+
+def _cells_label(settings: dict, quick: bool) -> dict:
+    """What a kept cell must have been run with: every setting but the seeds (a JSON round trip, so that
+    tuples compare equal to the lists read back)."""
+    return json.loads(json.dumps({**{k: v for k, v in settings.items() if k != "seeds"}, "quick": bool(quick)}))
+
+
+def _json_value(v):
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    raise TypeError(f"not JSON: {type(v).__name__}")
+
+
+class _CellWriter:
+    """Appends each finished cell to ``path`` as one line ``{"settings", "row", "probs"}`` (``probs``: the
+    ICP's ``p_edge``, ``p_ancestor`` and ``p_confounded`` as nested lists, else null), flushed to disk, so
+    that an interrupted run loses at most the cell it was running."""
+
+    def __init__(self, path: Path, label: dict):
+        self.path, self.label = Path(path), label
+
+    def __call__(self, row: dict, probs) -> None:
+        line = json.dumps({"settings": self.label, "row": row, "probs": probs}, default=_json_value)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _cells_to_resume(path: Path, label: dict) -> dict:
+    """The finished cells in ``path`` by ``(seed, method)`` (seed an int, or "sachs"): ``(row, probs)``,
+    ``probs`` as arrays or None. A last line cut short by a crash is left out (its cell runs again); cells
+    written with other settings, or a line that is not a cell, are refused with a one-line error."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines:  # the last line was cut short: its cell runs again, and the cells after it start on a new line
+        lines.pop()
+        tmp = path.with_name(path.name + ".part")
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        tmp.replace(path)
+    kept = {}
+    for k, line in enumerate(lines, 1):
+        try:
+            cell = json.loads(line)
+            row, probs = cell["row"], cell["probs"]
+            key = (row["seed"], row["method"])
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path}, line {k}: not a finished cell; it cannot be resumed: use --force or another "
+                             "--out") from None
+        if cell.get("settings") != label:
+            raise ValueError(f"{path} was written with other settings than this run ({cell.get('settings')} "
+                             f"against {label}): run with the same options, or --force to start afresh")
+        kept[key] = (row, None if probs is None else {n: np.asarray(v, float) for n, v in probs.items()})
+    return kept
 
 
 def calibration_table(calib) -> list[dict]:

@@ -196,7 +196,10 @@ def register_bench(bench_subparsers) -> None:
     c.add_argument("--seeds", default=None, help="comma-separated SEM seeds (default: 0-9 full, 0-2 quick)")
     c.add_argument("--no-real", action="store_true",
                    help="leave out the real data (Sachs et al. 2005, read from the cdt package when installed)")
-    c.add_argument("--force", action="store_true", help="replace an existing OUT/causal.csv")
+    c.add_argument("--force", action="store_true", help="replace an existing OUT/causal.csv (and start afresh)")
+    c.add_argument("--resume", action="store_true",
+                   help="finish an interrupted run in OUT: keep the cells in OUT/causal-cells.jsonl (written as each "
+                        "cell finishes) and run the others, with the same options")
     c.add_argument("--start", choices=STARTS, default=START,
                    help="where the ICP's chains start (as chefs discover --start; '--start prior --chains 2' "
                         "reproduces stops 34-40)")
@@ -234,7 +237,8 @@ def cmd_bench_causal(args) -> int:
             raise ValueError(f"--seeds takes comma-separated non-negative integers, got {args.seeds!r}")
     run_benchmark(args.out, quick=args.quick, methods=methods, seeds=seeds, force=args.force, real=not args.no_real,
                   start=args.start, chains=args.chains, margin=args.margin, likelihood_power=args.likelihood_power,
-                  weight_prior=args.weight_prior, noncentred=args.noncentred, relocate=args.relocate)
+                  weight_prior=args.weight_prior, noncentred=args.noncentred, relocate=args.relocate,
+                  resume=args.resume)
     out = Path(args.out)
     print(f"wrote {out / 'causal.csv'}, {out / 'causal.md'}")
     print((out / "causal.md").read_text())
