@@ -636,7 +636,10 @@ def test_fit_writes_the_summaries_and_load_reads_them(tmp_path):
     np.testing.assert_array_equal(s.p_confounded, s.p_confounded.T)
     with open(run / "edges.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert list(rows[0]) == ["source", "target", "p_edge", "p_ancestor", "p_confounded"] and len(rows) == 6
+    assert list(rows[0]) == ["source", "target", "p_edge", "p_ancestor", "p_confounded", "p_edge_se",
+                             "p_ancestor_se", "p_confounded_se"] and len(rows) == 6
+    assert all(r[k] == "" for r in rows for k in ("p_edge_se", "p_ancestor_se", "p_confounded_se"))  # one chain
+    assert s.se is None and s.spread is None
     assert {(r["source"], r["target"]) for r in rows} == {(a, b) for a in "xyz" for b in "xyz" if a != b}
     info = json.loads((run / "causal.json").read_text())
     assert abs(sum(info["confounders"].values()) - 1) < 1e-12
@@ -945,6 +948,64 @@ def test_chain_disagreement_counts_pairs_apart_by_more_than_the_threshold():
     assert chain_disagreement({0: a})["p_edge"] == 0 and chain_disagreement({})["chains"] == []
 
 
+def test_chain_errors_by_hand_and_in_the_run_files(tmp_path, capsys):
+    """chefs.causal.chain_errors: the standard error of the sample-weighted pooled probability with the chains
+    as batches, sqrt(C / (C - 1) sum_c w_c^2 (p_c - p)^2), and the chains' largest difference, checked by hand
+    on three chains of unequal length; a run's edges.csv holds the errors of its chains' own summaries
+    (CausalDiscovery.load(RUN, chains=[i])), and `chefs discover` prints them."""
+    from chefs.causal import KINDS, chain_errors
+
+    def summ(v, n):
+        return CausalSummary(list("xy"), np.array([[0, v], [0, 0]], float), np.zeros((2, 2)), np.zeros((2, 2)),
+                             np.zeros(n, int), n)
+
+    se, spread = chain_errors({0: summ(0.2, 1), 1: summ(0.5, 1), 2: summ(0.8, 2)})
+    w = np.array([0.25, 0.25, 0.5])
+    p = w @ [0.2, 0.5, 0.8]
+    assert abs(se["p_edge"][0, 1] - np.sqrt(1.5 * np.sum(w ** 2 * (np.array([0.2, 0.5, 0.8]) - p) ** 2))) < 1e-15
+    assert abs(spread["p_edge"][0, 1] - 0.6) < 1e-15 and se["p_ancestor"].max() == 0 and set(se) == set(KINDS)
+    eq, _ = chain_errors({0: summ(0.2, 4), 1: summ(0.5, 4), 2: summ(0.8, 4)})
+    assert abs(eq["p_edge"][0, 1] - np.std([0.2, 0.5, 0.8], ddof=1) / np.sqrt(3)) < 1e-15   # equal chains
+    with pytest.raises(ValueError, match="two or more chains"):
+        chain_errors({0: summ(0.2, 1)})
+    run = tmp_path / "run"
+    data = _csv(tmp_path / "d.csv", _data())
+    assert main(["discover", "--data", str(data), "--out", str(run), "--sweeps", "30", "--thin", "3", "--chains", "3",
+                 "--no-progress"]) == 0
+    assert "p_edge (se)" in capsys.readouterr().out
+    with open(run / "edges.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    chains = {c: CausalDiscovery.load(run, chains=[c]).summary_ for c in range(3)}
+    want, _ = chain_errors(chains)
+    names = ["a", "b", "c"]
+    for r in rows:
+        i, j = names.index(r["source"]), names.index(r["target"])
+        for k in KINDS:
+            assert abs(float(r[k + "_se"]) - want[k][i, j]) < 1e-5
+
+
+def test_chain_errors_are_unbiased_for_independent_chains():
+    """For C independent chains of equal length whose probabilities have variance s^2, the squared standard
+    error has expectation s^2 / C, the variance of the pooled mean: 20,000 replicates of C = 4 chains with
+    Beta(2, 3) probabilities, within 4 Monte Carlo standard errors. The plant (no C / (C - 1) factor) is
+    biased by (C - 1) / C and caught."""
+    from chefs.causal import chain_errors
+
+    rng = np.random.default_rng(54)
+    C, R = 4, 20000
+    P = rng.beta(2, 3, size=(R, C))
+    target = (2 * 3 / (5 ** 2 * 6)) / C                      # Var Beta(2, 3) / C
+    sq = np.empty(R)
+    for r in range(R):
+        per = {c: CausalSummary(["x", "y"], np.array([[0, P[r, c]], [0, 0]]), np.zeros((2, 2)), np.zeros((2, 2)),
+                                np.zeros(5, int), 5) for c in range(C)}
+        sq[r] = chain_errors(per)[0]["p_edge"][0, 1] ** 2
+    mcse = sq.std(ddof=1) / np.sqrt(R)
+    assert abs(sq.mean() - target) < Z * mcse
+    planted = sq * (C - 1) / C
+    assert abs(planted.mean() - target) > Z * mcse
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="input columns"):
         CausalDiscovery(inputs=(0,))
@@ -979,7 +1040,7 @@ def test_cli_discover_and_resume(tmp_path, capsys):
     assert "chains disagree" not in out and "chains agree" not in out
     assert json.loads((run / "causal.json").read_text())["chain_disagreement"] is None
     first = (run / "edges.csv").read_text()
-    assert first.splitlines()[0] == "source,target,p_edge,p_ancestor,p_confounded"
+    assert first.splitlines()[0] == "source,target,p_edge,p_ancestor,p_confounded,p_edge_se,p_ancestor_se,p_confounded_se"
     assert main(args) == 2                                   # exists: refused without --force
     assert "exists" in capsys.readouterr().err
     (run / "edges.csv").unlink()
@@ -1073,6 +1134,25 @@ def test_benchmark_metrics_on_known_inputs():
     assert _marks_from(directed, bi, und) == {(0, 1): FWD, (0, 2): FWD, (1, 2): BI}
 
 
+def test_agreement_pairs_line_up_with_the_calibration_pairs():
+    """Each pair's agreement flag is its own: the chains' spread at that (key, source, target) at or below
+    DISAGREE, in calibration_pairs' order (a plant that transposes the spread is caught)."""
+    from chefs.bench.causal import agreement_pairs, calibration_pairs, make_sem
+    from chefs.causal import DISAGREE
+
+    sem = make_sem(1, 4, 1, 50)
+    r = np.random.default_rng(0)
+    probs = {k: r.uniform(size=(4, 4)) for k in ("p_edge", "p_ancestor", "p_confounded")}
+    spread = {k: r.uniform(0, 0.4, size=(4, 4)) for k in probs}
+    got = agreement_pairs(probs, spread, sem)
+    assert [g[:3] for g in got] == calibration_pairs(probs, sem)
+    off = ~np.eye(4, dtype=bool)
+    want = [bool(v <= DISAGREE) for k in ("p_edge", "p_ancestor", "p_confounded") for v in spread[k][off]]
+    assert [g[3] for g in got] == want and 0 < sum(want) < len(want)
+    planted = [g[3] for g in agreement_pairs(probs, {k: v.T for k, v in spread.items()}, sem)]
+    assert planted != want
+
+
 def test_bench_causal_icp_only_smoke(tmp_path, capsys):
     run = tmp_path / "bench"
     args = ["bench", "causal", "--quick", "--seeds", "1", "--methods", "icp", "--no-real", "--out", str(run)]
@@ -1134,8 +1214,9 @@ def test_bench_causal_resumes_an_interrupted_run(tmp_path, monkeypatch, capsys):
         p = {k: r.uniform(size=(D, D)) for k in ("p_edge", "p_ancestor", "p_confounded")}
         for v in p.values():
             np.fill_diagonal(v, 0.0)
+        spread = {k: r.uniform(0, 0.4, size=(D, D)) for k in p}
         return bc.Estimate(bc._marks_from(p["p_edge"] > 0.5, p["p_confounded"] > 0.5), p["p_ancestor"] > 0.5,
-                           p["p_edge"], p)
+                           p["p_edge"], p, spread)
 
     d = tmp_path / "res"
     d.mkdir()
@@ -1154,6 +1235,7 @@ def test_bench_causal_resumes_an_interrupted_run(tmp_path, monkeypatch, capsys):
 
     bc.run_benchmark(tmp_path / "ref", progress=lambda s: None, **kw)
     assert calls == [0, 1, 2, "sachs"]
+    assert "| agree | [0.0, 0.2) |" in table(tmp_path / "ref")[1] and "| disagree |" in table(tmp_path / "ref")[1]
     calls.clear()
 
     def interrupt(msg):

@@ -38,7 +38,8 @@ SUMMARY_FILE = "causal.json"
 PICTURE_FILE = "causal.png"
 GRAPHML_FILE = "summary.graphml"
 COLUMNS_FILE = "causal-columns.json"  # (`chefs fit` writes its own columns.json)
-EDGE_COLUMNS = ("source", "target", "p_edge", "p_ancestor", "p_confounded")
+EDGE_COLUMNS = ("source", "target", "p_edge", "p_ancestor", "p_confounded",
+                "p_edge_se", "p_ancestor_se", "p_confounded_se")  # the last three since stop 54 (empty for one chain)
 # The largest number of observed variables `chefs discover` accepts: each sweep costs
 # O(D^2 N) in the edge pass alone and the order moves mix over D! rankings; beyond it a
 # run does not finish in any reasonable budget on a small machine (docs/derivations.md 3.8).
@@ -144,6 +145,33 @@ def chain_disagreement(per_chain: dict) -> dict:
     return out
 
 
+def chain_errors(per_chain: dict) -> tuple[dict, dict]:
+    """The Monte Carlo standard error of each pooled probability and the chains' spread, from the chains'
+    own summaries (``per_chain``: chain index -> :class:`CausalSummary`, two or more chains).
+
+    The pooled probability is the mean of the chains' probabilities ``p_c`` weighted by their kept samples
+    ``w_c = n_c / n``. The chains are independent replicates (each from its own start and random stream), so
+    the variance of that mean is estimated by ``C / (C - 1) * sum_c w_c^2 (p_c - p)^2`` (batch means with
+    the chains as batches; ``sd(p_c) / sqrt(C)`` for equal chains), whatever each chain's autocorrelation.
+    Chains that stay in different modes give a large error: the pooled value then mixes their answers by
+    chain count (docs/derivations.md 3.8). Returns ``(se, spread)``, each a dict over :data:`KINDS` of
+    (D, D) arrays; ``spread`` is the largest difference between two chains' probabilities (the measure of
+    :func:`chain_disagreement`)."""
+    chains = sorted(per_chain)
+    if len(chains) < 2:
+        raise ValueError("standard errors across chains need two or more chains")
+    n = np.array([per_chain[c].num_samples for c in chains], float)
+    w = n / n.sum()
+    C = len(chains)
+    se, spread = {}, {}
+    for k in KINDS:
+        p = np.stack([getattr(per_chain[c], k) for c in chains])
+        mean = np.tensordot(w, p, axes=1)
+        se[k] = np.sqrt(C / (C - 1) * np.tensordot(w ** 2, (p - mean) ** 2, axes=1))
+        spread[k] = p.max(axis=0) - p.min(axis=0)
+    return se, spread
+
+
 @dataclass
 class CausalSummary:
     """Posterior summaries over the observed variables (averages over kept samples;
@@ -151,7 +179,10 @@ class CausalSummary:
 
     ``p_edge``, ``p_ancestor``, ``p_confounded`` are (D, D) arrays indexed
     [source, target] (see :func:`relations`); ``confounders`` holds the number of
-    latent common causes in each sample; ``names`` the variables' names."""
+    latent common causes in each sample; ``names`` the variables' names. ``se`` and ``spread``
+    (two or more chains; else None): each probability's Monte Carlo standard error across the
+    chains and the chains' spread (:func:`chain_errors`), dicts over ``"p_edge"``, ``"p_ancestor"``,
+    ``"p_confounded"``."""
 
     names: list
     p_edge: np.ndarray
@@ -159,6 +190,8 @@ class CausalSummary:
     p_confounded: np.ndarray
     confounders: np.ndarray
     num_samples: int
+    se: dict | None = None
+    spread: dict | None = None
 
     @classmethod
     def from_samples(cls, samples, names, chains=None):
@@ -198,10 +231,13 @@ class CausalSummary:
         return {int(v): float(c) / self.num_samples for v, c in zip(vals, counts)}
 
     def rows(self) -> list[dict]:
-        """One row per ordered pair (source != target), as in ``edges.csv``."""
+        """One row per ordered pair (source != target), as in ``edges.csv``: the probabilities and their
+        standard errors across chains (None for a summary of one chain)."""
         D = len(self.names)
+        se = self.se or {}
         return [{"source": self.names[i], "target": self.names[j], "p_edge": float(self.p_edge[i, j]),
-                 "p_ancestor": float(self.p_ancestor[i, j]), "p_confounded": float(self.p_confounded[i, j])}
+                 "p_ancestor": float(self.p_ancestor[i, j]), "p_confounded": float(self.p_confounded[i, j]),
+                 **{f"{k}_se": (float(se[k][i, j]) if k in se else None) for k in KINDS}}
                 for i in range(D) for j in range(D) if i != j]
 
     def write_csv(self, path) -> None:
@@ -209,7 +245,8 @@ class CausalSummary:
             w = csv.DictWriter(fh, fieldnames=EDGE_COLUMNS)
             w.writeheader()
             for r in self.rows():
-                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else "" if v is None else v)
+                            for k, v in r.items()})
 
     def to_dict(self) -> dict:
         return {"names": self.names, "num_samples": self.num_samples,
@@ -718,6 +755,8 @@ class CausalDiscovery(BeliefNetwork):
         self.summary_, per_chain = CausalSummary.from_samples(
             self.samples_, self.names_, getattr(self, "sample_chains_", [0] * len(self.samples_)))
         self.disagreement_ = chain_disagreement(per_chain) if len(per_chain) > 1 else {}
+        if len(per_chain) > 1:
+            self.summary_.se, self.summary_.spread = chain_errors(per_chain)
         if not write:
             return
         run = Path(self.run_dir_)

@@ -222,6 +222,7 @@ class Estimate:
     ancestor: np.ndarray
     scores: np.ndarray
     probs: dict | None = None  # ICP only: p_edge, p_ancestor, p_confounded
+    spread: dict | None = None  # ICP with two or more chains: the chains' largest difference, by the same keys
 
 
 def _marks_from(directed: np.ndarray, bidirected: np.ndarray | None = None,
@@ -274,7 +275,8 @@ def icp_estimate(s) -> Estimate:
     bidirected one where ``p_confounded`` > 0.5; ancestral relations where ``p_ancestor`` > 0.5;
     ``p_edge`` as the AUROC's scores."""
     return Estimate(_marks_from(s.p_edge > 0.5, s.p_confounded > 0.5), s.p_ancestor > 0.5, s.p_edge,
-                    {"p_edge": s.p_edge, "p_ancestor": s.p_ancestor, "p_confounded": s.p_confounded})
+                    {"p_edge": s.p_edge, "p_ancestor": s.p_ancestor, "p_confounded": s.p_confounded},
+                    None if s.spread is None else dict(s.spread))
 
 
 def metrics(est: Estimate, sem: SEM, truth: dict | None = None) -> dict:
@@ -291,6 +293,19 @@ def calibration_pairs(probs: dict, sem: SEM, keys=("p_edge", "p_ancestor", "p_co
     off = ~np.eye(sem.edges.shape[0], dtype=bool)
     truth = {"p_edge": sem.edges, "p_ancestor": sem.ancestor, "p_confounded": sem.confounded}
     return [(key, float(q), bool(t)) for key in keys for q, t in zip(probs[key][off], truth[key][off])]
+
+
+def agreement_pairs(probs: dict, spread: dict, sem: SEM) -> list[tuple]:
+    """``(probability, value, holds, chains agree)`` for every key and ordered pair, as
+    :func:`calibration_pairs`, with whether every two chains' probabilities are within
+    :data:`chefs.causal.DISAGREE` (0.2) of each other (``spread``: the chains' largest differences), the
+    rule of ``causal.json``'s ``chain_disagreement``."""
+    from ..causal import DISAGREE
+
+    off = ~np.eye(sem.edges.shape[0], dtype=bool)
+    return [(key, q, t, bool(g <= DISAGREE)) for (key, q, t), g in
+            zip(calibration_pairs(probs, sem), [float(g) for key in ("p_edge", "p_ancestor", "p_confounded")
+                                                for g in np.asarray(spread[key])[off]])]
 
 
 def _cl_graph(G) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -445,7 +460,7 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
             if why:
                 skipped[m] = why
                 progress(f"skipping {why}")
-    rows, calib = [], []
+    rows, calib, agree = [], [], []
     for seed in settings["seeds"]:
         D, H, N = sem_settings(seed, quick)
         sem = make_sem(seed, D, H, N)
@@ -455,10 +470,12 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
             if m in skipped:
                 continue
             if (seed, m) in kept:
-                row, probs = kept[(seed, m)]
+                row, probs, spread = kept[(seed, m)]
                 rows.append(row)
                 if probs is not None:
                     calib.extend(calibration_pairs(probs, sem))
+                if spread is not None:
+                    agree.extend(agreement_pairs(probs, spread, sem))
                 continue
             t0 = _cpu_seconds()
             note = ""
@@ -480,9 +497,11 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
                          "shd": sc["shd"], "num_pairs": len(truth),
                          **{k: round(sc[k], 4) for k in ("anc_precision", "anc_recall", "anc_f1", "auroc")},
                          "seconds": round(secs, 2), "note": note})
-            record(rows[-1], est.probs)
+            record(rows[-1], est.probs, est.spread)
             if est.probs is not None:
                 calib.extend(calibration_pairs(est.probs, sem))
+            if est.spread is not None:
+                agree.extend(agreement_pairs(est.probs, est.spread, sem))
             progress(f"seed {seed} (D={D}, H={H}, N={N}) {m}: SHD {sc['shd']}, ancestral F1 {sc['anc_f1']:.3f}, "
                      f"{secs:.1f} CPU s")
     if real:
@@ -492,7 +511,7 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
             progress(f"skipping {skipped['sachs']}")
         else:
             rows.extend(_run_real(load_sachs(d), methods, skipped, settings, out, progress, kept, record))
-    _write(out, rows, calib, skipped, quick, settings)
+    _write(out, rows, calib, skipped, quick, settings, agree)
     return rows
 
 
@@ -556,15 +575,16 @@ def _json_value(v):
 
 
 class _CellWriter:
-    """Appends each finished cell to ``path`` as one line ``{"settings", "row", "probs"}`` (``probs``: the
-    ICP's ``p_edge``, ``p_ancestor`` and ``p_confounded`` as nested lists, else null), flushed to disk, so
+    """Appends each finished cell to ``path`` as one line ``{"settings", "row", "probs", "spread"}`` (``probs``:
+    the ICP's ``p_edge``, ``p_ancestor`` and ``p_confounded`` as nested lists, else null; ``spread``: the
+    chains' largest differences, by the same keys, or null), flushed to disk, so
     that an interrupted run loses at most the cell it was running."""
 
     def __init__(self, path: Path, label: dict):
         self.path, self.label = Path(path), label
 
-    def __call__(self, row: dict, probs) -> None:
-        line = json.dumps({"settings": self.label, "row": row, "probs": probs}, default=_json_value)
+    def __call__(self, row: dict, probs, spread=None) -> None:
+        line = json.dumps({"settings": self.label, "row": row, "probs": probs, "spread": spread}, default=_json_value)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()
@@ -572,8 +592,8 @@ class _CellWriter:
 
 
 def _cells_to_resume(path: Path, label: dict) -> dict:
-    """The finished cells in ``path`` by ``(seed, method)`` (seed an int, or "sachs"): ``(row, probs)``,
-    ``probs`` as arrays or None. A last line cut short by a crash is left out (its cell runs again); cells
+    """The finished cells in ``path`` by ``(seed, method)`` (seed an int, or "sachs"): ``(row, probs, spread)``,
+    ``probs`` and ``spread`` as arrays or None. A last line cut short by a crash is left out (its cell runs again); cells
     written with other settings, or a line that is not a cell, are refused with a one-line error."""
     text = path.read_text(encoding="utf-8")
     lines = text.split("\n")
@@ -596,7 +616,9 @@ def _cells_to_resume(path: Path, label: dict) -> dict:
         if cell.get("settings") != label:
             raise ValueError(f"{path} was written with other settings than this run ({cell.get('settings')} "
                              f"against {label}): run with the same options, or --force to start afresh")
-        kept[key] = (row, None if probs is None else {n: np.asarray(v, float) for n, v in probs.items()})
+        spread = cell.get("spread")
+        kept[key] = (row, None if probs is None else {n: np.asarray(v, float) for n, v in probs.items()},
+                     None if spread is None else {n: np.asarray(v, float) for n, v in spread.items()})
     return kept
 
 
@@ -628,7 +650,7 @@ def _weight_prior_text(prior) -> str:
     return "W ~ N(0, 1) fixed" if prior is None else f"1/v ~ Gamma({prior[0]:g}, {prior[1]:g})"
 
 
-def _write(out: Path, rows, calib, skipped, quick, settings) -> None:
+def _write(out: Path, rows, calib, skipped, quick, settings, agree=()) -> None:
     with open(out / "causal.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
         w.writeheader()
@@ -674,6 +696,15 @@ def _write(out: Path, rows, calib, skipped, quick, settings) -> None:
     for c in calibration_table(calib):
         lines.append(f"| {c['probability']} | {c['bin']} | {c['count']} | {_fmt(c['mean_predicted'])} | "
                      f"{_fmt(c['observed_frequency'])} |")
+    if agree:
+        lines += ["", "## The same, split by whether the chains agree (every two chains within 0.2 on the pair, "
+                  "the rule of causal.json's chain_disagreement; all three probabilities pooled)", "",
+                  "| chains | bin | count | mean predicted | observed frequency |", "|---|---|---|---|---|"]
+        for flag, name in ((True, "agree"), (False, "disagree")):
+            for c in calibration_table([(k, q, t) for k, q, t, a in agree if a == flag]):
+                if c["probability"] == "all":
+                    lines.append(f"| {name} | {c['bin']} | {c['count']} | {_fmt(c['mean_predicted'])} | "
+                                 f"{_fmt(c['observed_frequency'])} |")
     (out / "causal.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

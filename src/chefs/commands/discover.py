@@ -157,9 +157,18 @@ def report(net, out) -> None:
     s = net.summary_
     rows = sorted(s.rows(), key=lambda r: -max(r["p_edge"], r["p_confounded"]))
     print(f"{out}: {len(s.names)} variables, {s.num_samples} posterior samples")
-    print(f"{'source':>12} {'target':>12} {'p_edge':>7} {'p_anc':>7} {'p_conf':>7}")
-    for r in rows[:20]:
-        print(f"{r['source']:>12} {r['target']:>12} {r['p_edge']:7.3f} {r['p_ancestor']:7.3f} {r['p_confounded']:7.3f}")
+    if s.se is None:
+        print(f"{'source':>12} {'target':>12} {'p_edge':>7} {'p_anc':>7} {'p_conf':>7}")
+        for r in rows[:20]:
+            print(f"{r['source']:>12} {r['target']:>12} {r['p_edge']:7.3f} {r['p_ancestor']:7.3f} "
+                  f"{r['p_confounded']:7.3f}")
+    else:  # each probability with its standard error across the chains (chefs.causal.chain_errors)
+        print(f"{'source':>12} {'target':>12} {'p_edge (se)':>13} {'p_anc (se)':>13} {'p_conf (se)':>13}")
+        for r in rows[:20]:
+            cells = " ".join(f"{r[k]:6.3f} ({r[k + '_se']:.2f})" for k in ("p_edge", "p_ancestor", "p_confounded"))
+            print(f"{r['source']:>12} {r['target']:>12} {cells}")
+        print("(se: the Monte Carlo standard error of each probability across the chains; where it is large the "
+              "chains disagree)")
     dist = s.confounder_distribution()
     print("hidden common causes (hidden units reaching >= 2 variables through hidden units): "
           + ", ".join(f"{k}: {p:.3f}" for k, p in sorted(dist.items())))
