@@ -52,10 +52,12 @@ def main(argv=None) -> int:
         for arm, threshold in (("serial", float("inf")), ("pool", cc.START_POOL_SECONDS)):
             cc.START_POOL_SECONDS = threshold
             w0, c0 = time.perf_counter(), _cpu()
-            res[arm] = ([g.to_dict() for g in cd._initial_graphs(D)], time.perf_counter() - w0, _cpu() - c0)
+            res[arm] = ([g.to_dict() for g in cd._initial_graphs(D)], time.perf_counter() - w0, _cpu() - c0,
+                        cd.start_pool_)
         cc.START_POOL_SECONDS = threshold
-        (gs, ws, cs), (gp, wp, cp) = res["serial"], res["pool"]
-        print(f"| {D} | {args.rows} | {args.chains} | {ws:.1f} ({cs:.1f}) | {wp:.1f} ({cp:.1f}) | {ws / wp:.2f} | "
+        (gs, ws, cs, _), (gp, wp, cp, used) = res["serial"], res["pool"]
+        pool = f"{wp:.1f} ({cp:.1f})" if used else f"not used: {wp:.1f} ({cp:.1f})"
+        print(f"| {D} | {args.rows} | {args.chains} | {ws:.1f} ({cs:.1f}) | {pool} | {ws / wp:.2f} | "
               f"{'yes' if gs == gp else 'NO'} |", flush=True)
     if args.fit:
         D = columns[0]

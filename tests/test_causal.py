@@ -793,8 +793,9 @@ def test_starts_computed_in_a_pool_equal_those_computed_here(monkeypatch, start)
         return make(*a, **k)
 
     monkeypatch.setattr(mr, "make_executor", recorded)
+    monkeypatch.setattr(cc, "_cores", lambda: 2)            # as on the 2-core machine, whatever this one has
     assert [g.to_dict() for g in cd._initial_graphs(4)] == here
-    assert made == [(2,)]                                   # chains 1-3 in a pool of two processes
+    assert made == [(2,)] and cd.start_pool_ == 2           # chains 1-3 in a pool of two processes
 
     class Reversed:                                         # the plant: results handed back reversed
         def __init__(self, ex):
@@ -808,6 +809,12 @@ def test_starts_computed_in_a_pool_equal_those_computed_here(monkeypatch, start)
 
     monkeypatch.setattr(mr, "make_executor", lambda *a, **k: (Reversed(make(*a, **k)[0]), None))
     assert [g.to_dict() for g in cd._initial_graphs(4)] != here
+    made.clear()
+    monkeypatch.setattr(mr, "make_executor", recorded)
+    for kw in ({"scheduler": "tcp://127.0.0.1:1"}, {"progress": lambda sweep, state: None}):
+        other = CausalDiscovery(seed=4, chains=4, start=start, **kw)  # chains in this process or on a cluster
+        other.map_, other._start_data = cd.map_, X
+        assert [g.to_dict() for g in other._initial_graphs(4)] == here and made == [] and other.start_pool_ == 0
 
 
 def test_normalised_hsic_separates_independence_from_dependence():
@@ -961,8 +968,9 @@ def test_chain_errors_by_hand_and_in_the_run_files(tmp_path, capsys):
 
     se, spread = chain_errors({0: summ(0.2, 1), 1: summ(0.5, 1), 2: summ(0.8, 2)})
     w = np.array([0.25, 0.25, 0.5])
-    p = w @ [0.2, 0.5, 0.8]
-    assert abs(se["p_edge"][0, 1] - np.sqrt(1.5 * np.sum(w ** 2 * (np.array([0.2, 0.5, 0.8]) - p) ** 2))) < 1e-15
+    p = w @ [0.2, 0.5, 0.8]                                  # 0.575; sum w^2 = 0.375
+    assert abs(se["p_edge"][0, 1] - np.sqrt((0.0625 * 0.375 ** 2 + 0.0625 * 0.075 ** 2 + 0.25 * 0.225 ** 2)
+                                            / 0.625)) < 1e-15
     assert abs(spread["p_edge"][0, 1] - 0.6) < 1e-15 and se["p_ancestor"].max() == 0 and set(se) == set(KINDS)
     eq, _ = chain_errors({0: summ(0.2, 4), 1: summ(0.5, 4), 2: summ(0.8, 4)})
     assert abs(eq["p_edge"][0, 1] - np.std([0.2, 0.5, 0.8], ddof=1) / np.sqrt(3)) < 1e-15   # equal chains
@@ -985,25 +993,40 @@ def test_chain_errors_by_hand_and_in_the_run_files(tmp_path, capsys):
 
 
 def test_chain_errors_are_unbiased_for_independent_chains():
-    """For C independent chains of equal length whose probabilities have variance s^2, the squared standard
-    error has expectation s^2 / C, the variance of the pooled mean: 20,000 replicates of C = 4 chains with
-    Beta(2, 3) probabilities, within 4 Monte Carlo standard errors. The plant (no C / (C - 1) factor) is
-    biased by (C - 1) / C and caught."""
+    """The squared standard error's expectation is the variance of the pooled (sample-weighted) mean, within
+    Z Monte Carlo standard errors over 20,000 replicates: (a) C = 4 equal chains whose probabilities are
+    Beta(2, 3), the variance s^2 / C; (b) chains of 1,000, 100 and 10 kept samples whose probabilities are the
+    means of that many Bernoulli(0.3) indicators, the variance 0.21 / 1,110. Plants: (a) without the
+    C / (C - 1) factor; (b) the equal-chain formula C / (C - 1) sum w^2 (p - mean)^2, biased with unequal
+    chains; each caught."""
     from chefs.causal import chain_errors
 
     rng = np.random.default_rng(54)
-    C, R = 4, 20000
-    P = rng.beta(2, 3, size=(R, C))
+    R = 20000
+
+    def squares(P, n):
+        sq = np.empty(len(P))
+        for r in range(len(P)):
+            per = {c: CausalSummary(["x", "y"], np.array([[0, P[r, c]], [0, 0]]), np.zeros((2, 2)),
+                                    np.zeros((2, 2)), np.zeros(n[c], int), int(n[c])) for c in range(len(n))}
+            sq[r] = chain_errors(per)[0]["p_edge"][0, 1] ** 2
+        return sq
+
+    C = 4
+    sq = squares(rng.beta(2, 3, size=(R, C)), [5] * C)
     target = (2 * 3 / (5 ** 2 * 6)) / C                      # Var Beta(2, 3) / C
-    sq = np.empty(R)
-    for r in range(R):
-        per = {c: CausalSummary(["x", "y"], np.array([[0, P[r, c]], [0, 0]]), np.zeros((2, 2)), np.zeros((2, 2)),
-                                np.zeros(5, int), 5) for c in range(C)}
-        sq[r] = chain_errors(per)[0]["p_edge"][0, 1] ** 2
     mcse = sq.std(ddof=1) / np.sqrt(R)
     assert abs(sq.mean() - target) < Z * mcse
-    planted = sq * (C - 1) / C
-    assert abs(planted.mean() - target) > Z * mcse
+    assert abs(sq.mean() * (C - 1) / C - target) > Z * mcse
+    n = np.array([1000, 100, 10])
+    P = rng.binomial(n, 0.3, size=(R, 3)) / n
+    sq = squares(P, n)
+    target = 0.3 * 0.7 / n.sum()
+    mcse = sq.std(ddof=1) / np.sqrt(R)
+    assert abs(sq.mean() - target) < Z * mcse
+    w = n / n.sum()
+    equal = 1.5 * ((P - P @ w[:, None]) ** 2 @ w ** 2)      # the equal-chain formula (the plant)
+    assert abs(equal.mean() - target) > Z * equal.std(ddof=1) / np.sqrt(R)
 
 
 def test_bad_settings_are_refused():

@@ -146,7 +146,7 @@ def test_cli_rotate_flag(tmp_path, capsys):
     assert "rotation" in json.loads((out / "unitmap.json").read_text())
     assert "principal axes (--rotate)" in capsys.readouterr().out
     assert main(["fit", "--data", str(csv), "--out", str(tmp_path / "r2"), "--sweeps", "4", "--burn-in", "2",
-                 "--rotate", "--inputs", "0", "--no-progress"]) == 2
+                 "--thin", "2", "--rotate", "--inputs", "0", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert "input columns apart" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "r2").exists()

@@ -151,8 +151,10 @@ def chain_errors(per_chain: dict) -> tuple[dict, dict]:
 
     The pooled probability is the mean of the chains' probabilities ``p_c`` weighted by their kept samples
     ``w_c = n_c / n``. The chains are independent replicates (each from its own start and random stream), so
-    the variance of that mean is estimated by ``C / (C - 1) * sum_c w_c^2 (p_c - p)^2`` (batch means with
-    the chains as batches; ``sd(p_c) / sqrt(C)`` for equal chains), whatever each chain's autocorrelation.
+    the variance of that mean is estimated by ``sum_c w_c^2 (p_c - p)^2 / (1 - sum_c w_c^2)`` (batch means
+    with the chains as batches), whatever each chain's autocorrelation: unbiased when each chain's variance
+    is inversely proportional to its kept samples, and for equal chains ``C / (C - 1) sum_c w_c^2 (p_c - p)^2
+    = var(p_c) / C``, unbiased for any independent, identically distributed chains.
     Chains that stay in different modes give a large error: the pooled value then mixes their answers by
     chain count (docs/derivations.md 3.8). Returns ``(se, spread)``, each a dict over :data:`KINDS` of
     (D, D) arrays; ``spread`` is the largest difference between two chains' probabilities (the measure of
@@ -162,12 +164,11 @@ def chain_errors(per_chain: dict) -> tuple[dict, dict]:
         raise ValueError("standard errors across chains need two or more chains")
     n = np.array([per_chain[c].num_samples for c in chains], float)
     w = n / n.sum()
-    C = len(chains)
     se, spread = {}, {}
     for k in KINDS:
         p = np.stack([getattr(per_chain[c], k) for c in chains])
         mean = np.tensordot(w, p, axes=1)
-        se[k] = np.sqrt(C / (C - 1) * np.tensordot(w ** 2, (p - mean) ** 2, axes=1))
+        se[k] = np.sqrt(np.tensordot(w ** 2, (p - mean) ** 2, axes=1) / (1.0 - float(np.sum(w ** 2))))
         spread[k] = p.max(axis=0) - p.min(axis=0)
     return se, spread
 
@@ -670,10 +671,14 @@ class CausalDiscovery(BeliefNetwork):
         out = [start_order(*tasks[0])]
         workers = min(chains - 1, _cores())
         executor = None
-        if workers >= 2 and time.perf_counter() - t0 >= START_POOL_SECONDS:
+        # (not when the chains run in this process or on a cluster: a script run that way may lack the
+        # `if __name__ == "__main__":` guard that local processes need)
+        local = self.scheduler is None and not callable(self.progress)
+        if local and workers >= 2 and time.perf_counter() - t0 >= START_POOL_SECONDS:
             from .mcmc.run import make_executor
 
             executor, _ = make_executor(workers)  # None in a daemonic process (a Dask worker's)
+        self.start_pool_ = 0
         if executor is None:
             for c in range(1, chains):
                 if loud:
@@ -681,13 +686,16 @@ class CausalDiscovery(BeliefNetwork):
                           file=sys.stderr, flush=True)
                 out.append(start_order(*tasks[c]))
             return out
-        if loud:
-            print(f"chains 1-{chains - 1}: ordering {D} variables by residual independence (the starts) in "
-                  f"{workers} processes ...", file=sys.stderr, flush=True)
         try:
+            if loud:
+                print(f"chains 1-{chains - 1}: ordering {D} variables by residual independence (the starts) in "
+                      f"{workers} processes ...", file=sys.stderr, flush=True)
             out += list(executor.map(start_order, *zip(*tasks[1:])))
-        finally:
-            executor.shutdown(wait=True)
+        except BaseException:  # Ctrl-C or a failed start: the orders not begun are cancelled
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
+        executor.shutdown(wait=True)
+        self.start_pool_ = workers  # (read by benchmarks/causal_starts.py)
         return out
 
     def _initial_graph(self, D: int, chain: int = 0, start=None):

@@ -594,16 +594,12 @@ class _CellWriter:
 def _cells_to_resume(path: Path, label: dict) -> dict:
     """The finished cells in ``path`` by ``(seed, method)`` (seed an int, or "sachs"): ``(row, probs, spread)``,
     ``probs`` and ``spread`` as arrays or None. A last line cut short by a crash is left out (its cell runs again); cells
-    written with other settings, or a line that is not a cell, are refused with a one-line error."""
+    written with other settings, or a line that is not a cell, are refused with a one-line error (the file
+    then left as it is). A cell recorded as failed (a peer's error) is kept too: ``force`` runs it again."""
     text = path.read_text(encoding="utf-8")
     lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    elif lines:  # the last line was cut short: its cell runs again, and the cells after it start on a new line
-        lines.pop()
-        tmp = path.with_name(path.name + ".part")
-        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        tmp.replace(path)
+    cut = bool(lines) and lines[-1] != ""  # the last line was cut short: its cell runs again
+    lines.pop()
     kept = {}
     for k, line in enumerate(lines, 1):
         try:
@@ -619,6 +615,10 @@ def _cells_to_resume(path: Path, label: dict) -> dict:
         spread = cell.get("spread")
         kept[key] = (row, None if probs is None else {n: np.asarray(v, float) for n, v in probs.items()},
                      None if spread is None else {n: np.asarray(v, float) for n, v in spread.items()})
+    if cut:  # checked and kept: the cells after it start on a line of their own
+        tmp = path.with_name(path.name + ".part")
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        tmp.replace(path)
     return kept
 
 
