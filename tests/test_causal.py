@@ -994,7 +994,7 @@ def test_chain_errors_by_hand_and_in_the_run_files(tmp_path, capsys):
 
 def test_chain_errors_are_unbiased_for_independent_chains():
     """The squared standard error's expectation is the variance of the pooled (sample-weighted) mean, within
-    Z Monte Carlo standard errors over 20,000 replicates: (a) C = 4 equal chains whose probabilities are
+    Z Monte Carlo standard errors over 8,000 replicates: (a) C = 4 equal chains whose probabilities are
     Beta(2, 3), the variance s^2 / C; (b) chains of 1,000, 100 and 10 kept samples whose probabilities are the
     means of that many Bernoulli(0.3) indicators, the variance 0.21 / 1,110. Plants: (a) without the
     C / (C - 1) factor; (b) the equal-chain formula C / (C - 1) sum w^2 (p - mean)^2, biased with unequal
@@ -1002,7 +1002,7 @@ def test_chain_errors_are_unbiased_for_independent_chains():
     from chefs.causal import chain_errors
 
     rng = np.random.default_rng(54)
-    R = 20000
+    R = 8000
 
     def squares(P, n):
         sq = np.empty(len(P))
