@@ -282,6 +282,10 @@ class CausalSummary:
 
         nx.write_graphml(self.graph(threshold), str(path))
 
+    def _label(self, kind: str, i: int, j: int) -> str:
+        p = float(getattr(self, kind)[i, j])
+        return f"{p:.2f}" if self.se is None else f"{p:.2f} ({float(self.se[kind][i, j]):.2f})"
+
     def plot(self, path=None, ax=None, min_p: float = 0.05, title: str | None = None, labels: bool = True):
         """Observed variables on a circle; directed edges with width and opacity given by
         p_edge (those above ``min_p``), dashed two-headed edges for p_confounded. ``title``: instead of
@@ -307,7 +311,7 @@ class CausalSummary:
                 if p > min_p:
                     if p >= 0.2 and labels:
                         mid = 0.55 * xy[i] + 0.45 * xy[j] + 0.06 * np.array([xy[j, 1] - xy[i, 1], xy[i, 0] - xy[j, 0]])
-                        ax.text(*mid, f"{p:.2f}", fontsize=7, ha="center", va="center")
+                        ax.text(*mid, self._label("p_edge", i, j), fontsize=7, ha="center", va="center")
                     ax.annotate("", xy=xy[j], xytext=xy[i],
                                 arrowprops=dict(arrowstyle="-|>", lw=0.5 + 3.5 * p, alpha=0.25 + 0.75 * p,
                                                 color="black", shrinkA=16, shrinkB=16,
@@ -316,7 +320,8 @@ class CausalSummary:
                 if i < j and q > min_p:
                     if q >= 0.2 and labels:
                         mid = 0.5 * (xy[i] + xy[j]) * 1.25
-                        ax.text(*mid, f"{q:.2f}", fontsize=7, ha="center", va="center", color="tab:red")
+                        ax.text(*mid, self._label("p_confounded", i, j), fontsize=7, ha="center", va="center",
+                                color="tab:red")
                     ax.annotate("", xy=xy[j], xytext=xy[i],
                                 arrowprops=dict(arrowstyle="<|-|>", lw=0.5 + 3.5 * q, alpha=0.25 + 0.75 * q,
                                                 color="tab:red", linestyle="--", shrinkA=16, shrinkB=16,
@@ -328,7 +333,8 @@ class CausalSummary:
             dist = self.confounder_distribution()
             mode = max(dist, key=dist.get)
             title = (f"posterior over {self.num_samples} samples: black = p(direct edge),\n"
-                     f"red dashed = p(hidden common cause); latent causes: mode {mode} (p={dist[mode]:.2f})")
+                     f"red dashed = p(hidden common cause); latent causes: mode {mode} (p={dist[mode]:.2f})"
+                     + ("" if self.se is None else "\nlabels: probability (its standard error across the chains)"))
         ax.set_title(title, fontsize=8)
         ax.set_xlim(-1.4, 1.4)
         ax.set_ylim(-1.4, 1.4)
