@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._json import json_default
 from ..causal import CAUSAL_CHAINS, CAUSAL_WEIGHT_PRIOR
 
 PEERS = ("pc", "fci", "ges", "directlingam", "rcd", "resit")
@@ -564,16 +565,6 @@ def _cells_label(settings: dict, quick: bool) -> dict:
     return json.loads(json.dumps({**{k: v for k, v in settings.items() if k != "seeds"}, "quick": bool(quick)}))
 
 
-def _json_value(v):
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        return float(v)
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    raise TypeError(f"not JSON: {type(v).__name__}")
-
-
 class _CellWriter:
     """Appends each finished cell to ``path`` as one line ``{"settings", "row", "probs", "spread"}`` (``probs``:
     the ICP's ``p_edge``, ``p_ancestor`` and ``p_confounded`` as nested lists, else null; ``spread``: the
@@ -584,7 +575,7 @@ class _CellWriter:
         self.path, self.label = Path(path), label
 
     def __call__(self, row: dict, probs, spread=None) -> None:
-        line = json.dumps({"settings": self.label, "row": row, "probs": probs, "spread": spread}, default=_json_value)
+        line = json.dumps({"settings": self.label, "row": row, "probs": probs, "spread": spread}, default=json_default)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()

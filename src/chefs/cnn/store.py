@@ -47,21 +47,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .._json import json_default
+
 __all__ = ["write_run", "read_run", "start_run", "finish_run", "read_config", "chain_progress", "ChainCheckpoint", "RUN_FILES"]
 
 RUN_FILES = ("config.json", "samples.jsonl", "weights.npz", "test_proba.npz")
-
-
-def _json_default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, tuple):
-        return list(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def _clean(v):
@@ -100,7 +90,7 @@ def _write_files(dest: Path, results, config: dict, y_test: np.ndarray, suffix: 
     with open(dest / ("samples.jsonl" + suffix), "w", encoding="utf-8") as fh:
         for r in results:
             for rec in r.records:
-                fh.write(json.dumps(_clean(rec), default=_json_default, separators=(",", ":")))
+                fh.write(json.dumps(_clean(rec), default=json_default, separators=(",", ":")))
                 fh.write("\n")
             for nid, net in r.networks.items():
                 for name, arr in net["weights"].items():
@@ -119,7 +109,7 @@ def _write_files(dest: Path, results, config: dict, y_test: np.ndarray, suffix: 
     } for r in results]
     cfg["complete"] = True
     with open(dest / ("config.json" + suffix), "w", encoding="utf-8") as fh:
-        json.dump(_clean(cfg), fh, default=_json_default, indent=1)
+        json.dump(_clean(cfg), fh, default=json_default, indent=1)
 
 
 def write_run(path, results, config: dict, y_test: np.ndarray, force: bool = False) -> Path:
@@ -158,7 +148,7 @@ def write_config(path, config: dict) -> None:
     path = Path(path)
     tmp = path / "config.json.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(_clean(config), fh, default=_json_default, indent=1)
+        json.dump(_clean(config), fh, default=json_default, indent=1)
     os.replace(tmp, path / "config.json")
 
 
@@ -261,7 +251,7 @@ class ChainCheckpoint:
 
     def _append(self, name, obj) -> None:
         with open(self.root / name, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(obj, default=_json_default, separators=(",", ":")))
+            fh.write(json.dumps(obj, default=json_default, separators=(",", ":")))
             fh.write("\n")
 
     def save_network(self, net_id: int, weights: dict, test_proba: np.ndarray) -> None:
@@ -290,7 +280,7 @@ class ChainCheckpoint:
         }
         tmp = self.root / "state.json.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(d, fh, default=_json_default, separators=(",", ":"))
+            json.dump(d, fh, default=json_default, separators=(",", ":"))
         os.replace(tmp, self.root / "state.json")
         for f in self.root.glob("state_*.npz"):
             if f.name != wname:
