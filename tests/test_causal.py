@@ -1295,6 +1295,11 @@ def test_bench_causal_resumes_an_interrupted_run(tmp_path, monkeypatch, capsys):
     assert calls == [0, 1, 2, "sachs"] and len((out / bc.CELLS_FILE).read_text().splitlines()) == 4
     with pytest.raises(ValueError, match="nothing to resume"):
         bc.run_benchmark(tmp_path / "empty", progress=lambda s: None, resume=True, **kw)
+    cells = tmp_path / "nan.jsonl"                          # strict JSON: a NaN metric as null, read back as NaN
+    bc._CellWriter(cells, {"a": 1})({"seed": 0, "method": "icp", "shd": 2, "auroc": float("nan"), "note": ""}, None)
+    assert "NaN" not in cells.read_text() and json.loads(cells.read_text())["row"]["auroc"] is None
+    back = bc._cells_to_resume(cells, {"a": 1})[(0, "icp")][0]
+    assert np.isnan(back["auroc"]) and back["shd"] == 2 and back["note"] == ""
     capsys.readouterr()
     assert main(["bench", "causal", "--quick", "--seeds", "0", "--methods", "icp", "--no-real", "--resume",
                  "--out", str(tmp_path / "none")]) == 2

@@ -557,6 +557,8 @@ def _run_real(data: RealData, methods, skipped, settings, out, progress, kept=No
 
 #: the finished cells of a run, one JSON object a line, appended as they finish (``run_benchmark``'s ``resume``)
 CELLS_FILE = "causal-cells.jsonl"
+#: a row's numeric metrics: written as null when not finite, read back as NaN
+METRIC_COLUMNS = ("anc_precision", "anc_recall", "anc_f1", "auroc", "seconds")
 
 
 def _cells_label(settings: dict, quick: bool) -> dict:
@@ -569,13 +571,16 @@ class _CellWriter:
     """Appends each finished cell to ``path`` as one line ``{"settings", "row", "probs", "spread"}`` (``probs``:
     the ICP's ``p_edge``, ``p_ancestor`` and ``p_confounded`` as nested lists, else null; ``spread``: the
     chains' largest differences, by the same keys, or null), flushed to disk, so
-    that an interrupted run loses at most the cell it was running."""
+    that an interrupted run loses at most the cell it was running. Strict JSON: a metric that is not a
+    finite number (an AUROC without positive pairs is NaN) is written as null and read back as NaN."""
 
     def __init__(self, path: Path, label: dict):
         self.path, self.label = Path(path), label
 
     def __call__(self, row: dict, probs, spread=None) -> None:
-        line = json.dumps({"settings": self.label, "row": row, "probs": probs, "spread": spread}, default=json_default)
+        row = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+        line = json.dumps({"settings": self.label, "row": row, "probs": probs, "spread": spread},
+                          default=json_default, allow_nan=False)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()
@@ -604,6 +609,7 @@ def _cells_to_resume(path: Path, label: dict) -> dict:
             raise ValueError(f"{path} was written with other settings than this run ({cell.get('settings')} "
                              f"against {label}): run with the same options, or --force to start afresh")
         spread = cell.get("spread")
+        row = {k: (math.nan if v is None and k in METRIC_COLUMNS else v) for k, v in row.items()}
         kept[key] = (row, None if probs is None else {n: np.asarray(v, float) for n, v in probs.items()},
                      None if spread is None else {n: np.asarray(v, float) for n, v in spread.items()})
     if cut:  # checked and kept: the cells after it start on a line of their own
