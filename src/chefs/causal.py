@@ -124,13 +124,25 @@ DISAGREE = 0.2
 KINDS = ("p_edge", "p_ancestor", "p_confounded")
 
 
-def chain_disagreement(per_chain: dict) -> dict:
+def chain_spread(per_chain: dict) -> dict:
+    """For each of :data:`KINDS`, the (D, D) array of the largest difference between two chains'
+    probabilities (``per_chain``: chain index -> :class:`CausalSummary`, at least one chain)."""
+    chains = sorted(per_chain)
+    out = {}
+    for k in KINDS:
+        p = np.stack([getattr(per_chain[c], k) for c in chains])
+        out[k] = p.max(axis=0) - p.min(axis=0)
+    return out
+
+
+def chain_disagreement(per_chain: dict, spread: dict | None = None) -> dict:
     """How far the chains' own summaries are apart (``per_chain``: chain index -> :class:`CausalSummary`).
 
     For each of ``p_edge``, ``p_ancestor`` and ``p_confounded``: the number of ordered pairs on which
     some two chains' probabilities differ by more than :data:`DISAGREE`. Chains from their own starts
     that do not mix between orders disagree on many pairs, and then the pooled probabilities mix their
-    answers by chain count (docs/derivations.md 3.8)."""
+    answers by chain count (docs/derivations.md 3.8). ``spread``: :func:`chain_spread` of ``per_chain``
+    when the caller has it (computed here otherwise)."""
     chains = sorted(per_chain)
     out = {"chains": chains, "threshold": DISAGREE,
            "samples": {str(c): int(per_chain[c].num_samples) for c in chains}}  # kept samples per chain
@@ -139,9 +151,9 @@ def chain_disagreement(per_chain: dict) -> dict:
     D = len(per_chain[chains[0]].names)
     off = ~np.eye(D, dtype=bool)
     out["pairs"] = int(off.sum())
+    spread = chain_spread(per_chain) if spread is None else spread
     for k in KINDS:
-        p = np.stack([getattr(per_chain[c], k) for c in chains])
-        out[k] = int(np.sum((p.max(axis=0) - p.min(axis=0) > DISAGREE) & off))
+        out[k] = int(np.sum((spread[k] > DISAGREE) & off))
     return out
 
 
@@ -157,20 +169,18 @@ def chain_errors(per_chain: dict) -> tuple[dict, dict]:
     = var(p_c) / C``, unbiased for any independent, identically distributed chains.
     Chains that stay in different modes give a large error: the pooled value then mixes their answers by
     chain count (docs/derivations.md 3.8). Returns ``(se, spread)``, each a dict over :data:`KINDS` of
-    (D, D) arrays; ``spread`` is the largest difference between two chains' probabilities (the measure of
-    :func:`chain_disagreement`)."""
+    (D, D) arrays; ``spread`` is :func:`chain_spread`, the measure of :func:`chain_disagreement`."""
     chains = sorted(per_chain)
     if len(chains) < 2:
         raise ValueError("standard errors across chains need two or more chains")
     n = np.array([per_chain[c].num_samples for c in chains], float)
     w = n / n.sum()
-    se, spread = {}, {}
+    se = {}
     for k in KINDS:
         p = np.stack([getattr(per_chain[c], k) for c in chains])
         mean = np.tensordot(w, p, axes=1)
         se[k] = np.sqrt(np.tensordot(w ** 2, (p - mean) ** 2, axes=1) / (1.0 - float(np.sum(w ** 2))))
-        spread[k] = p.max(axis=0) - p.min(axis=0)
-    return se, spread
+    return se, chain_spread(per_chain)
 
 
 @dataclass
@@ -768,9 +778,10 @@ class CausalDiscovery(BeliefNetwork):
         # sample_chains_ is absent on estimators pickled before stop 34: one group then
         self.summary_, per_chain = CausalSummary.from_samples(
             self.samples_, self.names_, getattr(self, "sample_chains_", [0] * len(self.samples_)))
-        self.disagreement_ = chain_disagreement(per_chain) if len(per_chain) > 1 else {}
+        self.disagreement_ = {}
         if len(per_chain) > 1:
             self.summary_.se, self.summary_.spread = chain_errors(per_chain)
+            self.disagreement_ = chain_disagreement(per_chain, self.summary_.spread)
         if not write:
             return
         run = Path(self.run_dir_)

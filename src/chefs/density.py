@@ -582,7 +582,8 @@ class BeliefNetwork:
         X = check_data(X)
         if X.shape[0] < MIN_FIT_ROWS:
             raise ValueError(f"a belief network needs at least {MIN_FIT_ROWS} rows (data points) to fit, got {X.shape[0]}")
-        # the run's sizes first, so that a bad burn-in is refused before any warning about them
+        # the run's sizes first (the chain count before the per-chain starts are drawn), so that a bad burn-in
+        # is refused before any warning about them
         check_run_settings(self.sweeps, self.burn_in, self.thin, self.chains, self.seed, self.checkpoint_every)
         if self.structure_warmup >= self.sweeps:
             warnings.warn(f"structure_warmup ({self.structure_warmup}) covers all {self.sweeps} sweeps: the structure "
@@ -653,8 +654,6 @@ class BeliefNetwork:
             model["relocate"] = True
         if layered:
             model["structure_prior"] = {"name": self.prior}
-        # the chain count is checked before the per-chain starts are drawn
-        check_run_settings(self.sweeps, self.burn_in, self.thin, self.chains, self.seed, self.checkpoint_every)
         per_chain = self._initial_graphs(D)
         init = None if per_chain is not None else self._initial_graph(D)
         pilot_graphs = None

@@ -111,9 +111,11 @@ def cmd_resume(args) -> int:
 def _observed_names(run, D: int) -> list[str] | None:
     """The observed units' names, where they are the data's columns: a causal run's variables, or a
     density run's column names when its unit map keeps the columns (no principal axes); else None."""
+    from ..causal import COLUMNS_FILE
+
     run = Path(run)
     try:
-        causal = run / "causal-columns.json"
+        causal = run / COLUMNS_FILE
         if causal.exists():
             names = json.loads(causal.read_text()).get("names")
         else:
