@@ -77,7 +77,9 @@ def test_summary_prints_the_chains_and_the_note(tmp_path, capsys):
 
 def test_fantasy_from_chosen_chains(tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["fit", "--data", "ring", "--sweeps", "8", "--burn-in", "4", "--thin", "2", "--chains", "2",
+    data = tmp_path / "x.csv"  # (60 rows: the chains' choice, not ring's 2,000 points' scores)
+    np.savetxt(data, np.random.default_rng(3).normal(size=(60, 2)), delimiter=",", header="a,b", comments="")
+    assert main(["fit", "--data", str(data), "--sweeps", "8", "--burn-in", "4", "--thin", "2", "--chains", "2",
                  "--no-progress", "--out", str(run)]) == 0
     assert "per chain" in capsys.readouterr().out
     both = chefs.BeliefNetwork.load(run)

@@ -158,9 +158,11 @@ def test_cli_fit_noncentred_flag(tmp_path, capsys):
     default since stop 49); ``--no-noncentred`` leaves the key out (the chains of the earlier default)."""
     from chefs.cli import main
 
+    data = tmp_path / "x.csv"  # (60 rows: the flag's path, not ring's 2,000 points' fantasy and scores)
+    np.savetxt(data, np.random.default_rng(3).normal(size=(60, 2)), delimiter=",")
     for flag, name, on in ((["--noncentred"], "nc", True), ([], "default", True), (["--no-noncentred"], "plain", False)):
         out = tmp_path / name
-        assert main(["fit", "--data", "ring", "--sweeps", "6", "--burn-in", "2", "--thin", "1", "--pilots", "1",
+        assert main(["fit", "--data", str(data), "--sweeps", "6", "--burn-in", "2", "--thin", "1", "--pilots", "1",
                      "--no-progress", "--out", str(out), *flag]) == 0
         model = json.loads((out / "config.json").read_text())["model"]
         assert model.get("noncentred", False) is on
