@@ -49,7 +49,10 @@ MAX_COLUMNS = 30
 #: per chain, as at stops 34-40); docs/derivations.md 3.8, "A start at a residual-independence order". "marginal"
 #: (an option since stop 52): the residual order improved by the observed-only model's collapsed marginal likelihood
 #: (:mod:`chefs.causal_order`), with its best parent sets as edges of the start; docs/derivations.md 3.8, rule 13
-STARTS = ("residual", "prior", "marginal")
+#: "additive" (an option since stop 55): an order and parent sets drawn exactly from an additive-noise surrogate's
+#: posterior on the chain's rows (:mod:`chefs.causal_additive`); docs/derivations.md 3.8, "A start drawn from an
+#: additive-noise order posterior"
+STARTS = ("residual", "prior", "marginal", "additive")
 #: the most observed variables ``start="marginal"`` takes: its search scores every parent set of up to three units
 #: among each unit's predecessors, O(D^4) regressions per chain (3-7 CPU s per chain at 8-10 columns, 18 at 12)
 MARGINAL_MAX_COLUMNS = 12
@@ -462,13 +465,23 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
     return remaining + sinks[::-1]
 
 
-def start_order(X, seed, marginal: bool = False, X01=None, weight_prior=None) -> tuple[list[int], list]:
+def start_order(X, seed, marginal: bool = False, X01=None, weight_prior=None,
+                additive: bool = False) -> tuple[list[int], list]:
     """One chain's start (:meth:`CausalDiscovery._initial_graph`): the :func:`residual_order` of the rows
-    ``X`` with the random stream ``seed``, and no start edges; with ``marginal``, that order improved by
+    ``X`` with the random stream ``seed``, and no start edges; with ``additive``, an order and its parent sets
+    drawn by that stream from :class:`chefs.causal_additive.AdditiveOrderPosterior` on ``X`` (the parent sets
+    as start edges); with ``marginal``, the residual order improved by
     :func:`chefs.causal_order.search_order` on the observed-only model's marginal likelihood of ``X01``
     (``X`` on the unit scale) with the weight prior ``weight_prior``, and each variable's best parent set
     as start edges ``(parent column, child column)``. A function of its arguments alone, so that the
     chains' starts can be computed in other processes."""
+    if additive:
+        from .causal_additive import AdditiveOrderPosterior
+
+        rng = np.random.default_rng(seed)
+        post = AdditiveOrderPosterior(X, rng=rng)
+        order = post.sample_order(rng)
+        return order, post.sample_parents(order, rng)
     order = residual_order(X, seed)
     extra = []
     if marginal:
@@ -569,7 +582,10 @@ class CausalDiscovery(BeliefNetwork):
     resample of the rows; "prior": at a random prior draw per chain (stops 34-40); "marginal": the
     residual order improved by hill climbing on the order score of :mod:`chefs.causal_order` (the model's own
     marginal likelihood with every unit observed, on the same rows), with each observed unit's best parent set
-    (at most three) added to the start as edges (a few seconds more per chain for ten columns). The
+    (at most three) added to the start as edges (a few seconds more per chain for ten columns); "additive": an
+    order and parent sets (at most three parents) drawn exactly from the posterior of an additive-noise model
+    with spline mechanisms on the same rows (:mod:`chefs.causal_additive`), the parent sets added as edges (at
+    most 14 columns; about a second per chain for ten). The
     residual orders are computed one chain after the other before sampling starts: O(D^2)
     regressions on at most 5,000 rows each, seconds for ten columns, about half a minute per chain
     for thirty.
@@ -616,7 +632,7 @@ class CausalDiscovery(BeliefNetwork):
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
         kw.setdefault("chains", CAUSAL_CHAINS)
-        if start in ("residual", "marginal"):
+        if start in ("residual", "marginal", "additive"):
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
         kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
         kw.setdefault("weight_prior", CAUSAL_WEIGHT_PRIOR)
@@ -675,7 +691,7 @@ class CausalDiscovery(BeliefNetwork):
         for c in range(chains):
             X = self._start_rows(c)
             tasks.append((X, [self.seed, 7919, c, 2], marginal, self.map_.forward(X) if marginal else None,
-                          self.weight_prior))
+                          self.weight_prior, self.start == "additive"))
         loud = D >= 15 and self.progress is not False
         if loud:
             print(f"chain 0: ordering {D} variables by residual independence (the start) ...", file=sys.stderr,
@@ -730,7 +746,8 @@ class CausalDiscovery(BeliefNetwork):
         if start is None:  # (the order of _start_orders, computed here)
             X = self._start_rows(chain)
             start = start_order(X, [self.seed, 7919, chain, 2], self.start == "marginal",
-                                self.map_.forward(X) if self.start == "marginal" else None, self.weight_prior)
+                                self.map_.forward(X) if self.start == "marginal" else None, self.weight_prior,
+                                self.start == "additive")
         order, extra = start
         theta = order_values(order, D)
         if not self.init_hidden:
@@ -759,6 +776,11 @@ class CausalDiscovery(BeliefNetwork):
         if names is None and hasattr(X, "columns"):
             names = [str(c) for c in X.columns]
         X, names = check_causal_data(X, names)
+        from .causal_additive import ADDITIVE_MAX_COLUMNS
+
+        if self.start == "additive" and X.shape[1] > ADDITIVE_MAX_COLUMNS:
+            raise ValueError(f"start='additive' takes at most {ADDITIVE_MAX_COLUMNS} columns (its exact sum over "
+                             f"orders holds D x 2^(D-1) terms), got {X.shape[1]}: use start='residual'")
         if self.start == "marginal" and X.shape[1] > MARGINAL_MAX_COLUMNS:
             raise ValueError(f"start='marginal' takes at most {MARGINAL_MAX_COLUMNS} columns (its order search grows as "
                              f"the fourth power of the columns), got {X.shape[1]}: use start='residual'")

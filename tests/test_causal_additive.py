@@ -1,0 +1,191 @@
+"""The additive-noise surrogate behind ``start="additive"`` (chefs.causal_additive): its Bayes factor against an
+independent quadrature, its sum over orders against brute force, and its exact draws of orders and parent sets
+against their enumerated posterior, each with a planted error that the check catches."""
+from itertools import permutations
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+from scipy.stats import multivariate_normal
+
+from chefs import causal_additive as ca
+from chefs.causal_additive import AdditiveOrderPosterior, log_bayes_factor
+
+
+def _quadrature_log_bf(y, X, g):
+    """log p(y | X) - log p(y | 1) by direct integration: c under its flat prior integrated out (below), beta ~
+    N(0, g sigma^2 (X'X)^-1) on centred X, so y | sigma^2 is Gaussian; sigma^2 under 1/sigma^2 by quadrature in
+    log sigma^2. The improper parts are the same in both models and cancel."""
+    n = y.size
+    Xc = X - X.mean(axis=0)
+    P = Xc @ np.linalg.solve(Xc.T @ Xc, Xc.T)
+    # the flat prior on c integrates it out: what is left is the density of y's coordinates orthogonal to 1, the
+    # same factor in both models
+    H = np.linalg.svd(np.eye(n) - 1.0 / n)[0][:, : n - 1]
+    z = H.T @ y
+    grid = np.linspace(np.log(y.var()) - 8, np.log(y.var()) + 8, 4001)
+
+    def log_marginal(extra):
+        vals = [multivariate_normal(np.zeros(n - 1), np.exp(ls) * H.T @ (np.eye(n) + extra) @ H).logpdf(z)
+                for ls in grid]
+        return logsumexp(vals) + np.log(grid[1] - grid[0])
+
+    return log_marginal(g * P) - log_marginal(np.zeros((n, n)))
+
+
+def test_bayes_factor_against_quadrature():
+    rng = np.random.default_rng(0)
+    n = 15
+    X = rng.normal(size=(n, 2))
+    y = 0.7 * X[:, 0] - 0.4 * X[:, 1] ** 2 + rng.normal(scale=0.8, size=n)
+    Xc = X - X.mean(axis=0)
+    yc = y - y.mean()
+    beta = np.linalg.lstsq(Xc, yc, rcond=None)[0]
+    r2 = 1 - np.sum((yc - Xc @ beta) ** 2) / np.sum(yc ** 2)
+    want = _quadrature_log_bf(y, X, float(n))
+    assert log_bayes_factor(r2, n, 2) == pytest.approx(want, abs=1e-4)
+    # planted: (n - p) / 2 for (n - 1 - p) / 2 is off by log(1 + g) / 2 = 1.39 nats here
+    planted = 0.5 * (n - 2) * np.log1p(n) - 0.5 * (n - 1) * np.log1p(n * (1 - r2))
+    assert abs(planted - want) > 1.0
+    assert log_bayes_factor(0.3, 10, 0) == 0.0
+
+
+def _sem(n=300, seed=1):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=n)
+    b = np.tanh(2 * a) + 0.4 * rng.normal(size=n)
+    c = 0.8 * np.sin(2 * b) + 0.5 * a + 0.4 * rng.normal(size=n)
+    d = rng.normal(size=n)
+    return np.c_[a, b, c, d]
+
+
+def _brute_orders(post):
+    """Every order's log weight, by summing each variable's parent sets afresh (not through the cached terms)."""
+    out = {}
+    for order in permutations(range(post.D)):
+        total = 0.0
+        for p, i in enumerate(order):
+            pred = set(order[:p])
+            ok = [s for s in post.sets[i] if set(s) <= pred]
+            total += logsumexp([post._node(i, s) for s in ok]) - np.log(len(ok))
+        out[order] = total
+    return out
+
+
+def test_sum_over_orders_against_brute_force():
+    post = AdditiveOrderPosterior(_sem(), max_parents=2)
+    brute = _brute_orders(post)
+    assert post.log_evidence == pytest.approx(logsumexp(list(brute.values())), abs=1e-9)
+    for order, w in list(brute.items())[:5]:
+        assert post.order_log_weight(order) == pytest.approx(w, abs=1e-9)
+
+
+def _order_frequencies(post, draws, seed, sampler=None):
+    rng = np.random.default_rng(seed)
+    counts = {}
+    for _ in range(draws):
+        o = tuple((sampler or post.sample_order)(rng))
+        counts[o] = counts.get(o, 0) + 1
+    return counts
+
+
+def _max_z(counts, probs, draws):
+    """Largest |z| over the orders (binomial standard errors)."""
+    z = [abs(counts.get(o, 0) / draws - p) / np.sqrt(max(p * (1 - p), 1e-12) / draws) for o, p in probs.items()
+         if p > 1e-4]
+    return max(z)
+
+
+def _flat_sem(c_on_b=0.5, n=40, seed=3):
+    """Moderate dependences on few rows, so that several orders (parent sets) have mass between 0.02 and 0.6: a
+    sharp posterior would test one order, a flat one could not tell the planted sampler from the right one."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=n)
+    b = 0.8 * np.tanh(2 * a) + 0.6 * rng.normal(size=n)
+    c = c_on_b * b + 0.7 * rng.normal(size=n)
+    return np.c_[a, b, c]
+
+
+def test_order_draws_match_the_enumerated_posterior():
+    post = AdditiveOrderPosterior(_flat_sem(), max_parents=2)
+    brute = _brute_orders(post)
+    lz = logsumexp(list(brute.values()))
+    probs = {o: np.exp(w - lz) for o, w in brute.items()}
+    assert sum(p > 0.02 for p in probs.values()) == 6 and max(probs.values()) < 0.4  # (0.032-0.339)
+    draws = 4000
+    assert _max_z(_order_frequencies(post, draws, 0), probs, draws) < 4
+
+    # planted: sinks drawn by their own term alone, without the sum over the orders of the others
+    def sinks_by_own_term(rng):
+        S, sinks = (1 << post.D) - 1, []
+        while S:
+            members = [j for j in range(post.D) if S >> j & 1]
+            lw = np.array([post._pred[j, S ^ (1 << j)] for j in members])
+            w = np.exp(lw - lw.max())
+            j = members[int(rng.choice(len(members), p=w / w.sum()))]
+            sinks.append(j)
+            S ^= 1 << j
+        return sinks[::-1]
+
+    assert _max_z(_order_frequencies(post, draws, 0, sinks_by_own_term), probs, draws) > 4
+
+
+def test_parent_draws_match_their_enumerated_posterior():
+    post = AdditiveOrderPosterior(_flat_sem(0.6), max_parents=2)
+    order = [0, 1, 2]
+    sets = [s for s in post.sets[2] if set(s) <= {0, 1}]
+    lw = np.array([post._node(2, s) for s in sets])
+    probs = dict(zip(sets, np.exp(lw - logsumexp(lw))))
+    rng = np.random.default_rng(1)
+    draws = 3000
+    counts = {}
+    for _ in range(draws):
+        s = tuple(sorted(k for k, i in post.sample_parents(order, rng) if i == 2))
+        counts[s] = counts.get(s, 0) + 1
+    assert sorted(probs.values())[-3] > 0.02  # three sets with mass (0.027, 0.384, 0.589)
+    assert _max_z(counts, probs, draws) < 4
+    flat = {s: 1 / len(sets) for s in sets}  # planted: the parent sets drawn from their prior
+    assert _max_z(counts, flat, draws) > 4
+
+
+def test_a_sharp_posterior_finds_the_order_and_bad_input_is_refused():
+    X = _sem(n=600)
+    post = AdditiveOrderPosterior(X)
+    o = post.sample_order(0)
+    assert o.index(0) < o.index(1) < o.index(2)  # a -> b -> c, a -> c
+    with pytest.raises(ValueError, match="2 to 14 columns"):
+        AdditiveOrderPosterior(np.random.default_rng(0).normal(size=(50, ca.ADDITIVE_MAX_COLUMNS + 1)))
+    with pytest.raises(ValueError, match="no constant"):
+        AdditiveOrderPosterior(np.c_[X[:, 0], np.ones(len(X))])
+    with pytest.raises(ValueError, match="max_parents"):
+        AdditiveOrderPosterior(X, max_parents=-1)
+    small = AdditiveOrderPosterior(X, max_rows=100, rng=0)
+    assert small.N == 100
+
+
+def test_causal_discovery_starts_at_the_drawn_orders_and_parent_sets(tmp_path):
+    from chefs import causal as cc
+    from chefs.causal import CausalDiscovery
+
+    X = _sem(n=200)
+    cd = CausalDiscovery(seed=3, chains=2, sweeps=6, burn_in=2, thin=1, progress=False, start="additive",
+                         out=tmp_path / "run")
+    cd.map_ = None  # (not read by the additive start)
+    cd._start_data = X
+    starts = cd._start_orders(4)
+    for c, (order, edges) in enumerate(starts):
+        want = cc.start_order(cd._start_rows(c), [3, 7919, c, 2], additive=True)
+        assert (order, edges) == want
+        assert all(order.index(k) < order.index(i) for k, i in edges)
+    g = cd._initial_graph(4, 0, starts[0])
+    node = np.flatnonzero(g.observed)
+    have = set(zip(g.parents.tolist(), g.children.tolist()))
+    assert all((int(node[k]), int(node[i])) in have for k, i in starts[0][1])
+    theta = g.theta[node]
+    assert list(np.argsort(-theta)) == starts[0][0]
+    del cd._start_data
+    cd.fit(X)
+    assert CausalDiscovery.load(tmp_path / "run").start == "additive"
+    with pytest.raises(ValueError, match="start='additive' takes at most 14"):
+        CausalDiscovery(start="additive", chains=1, sweeps=4, burn_in=2, thin=1, progress=False).fit(
+            np.random.default_rng(0).normal(size=(40, 15)))
