@@ -107,6 +107,8 @@ def _flat_sem(c_on_b=0.5, n=40, seed=3):
 
 
 def test_order_draws_match_the_enumerated_posterior():
+    """4,000 exact draws against the six orders' enumerated probabilities. Measured (stop 55, seed 0): max |z| 1.06;
+    the planted sampler (sinks by their own term, without the sum over the other variables' orders) 45.09."""
     post = AdditiveOrderPosterior(_flat_sem(), max_parents=2)
     brute = _brute_orders(post)
     lz = logsumexp(list(brute.values()))
@@ -131,6 +133,8 @@ def test_order_draws_match_the_enumerated_posterior():
 
 
 def test_parent_draws_match_their_enumerated_posterior():
+    """3,000 draws of the last variable's parent set given the order. Measured (stop 55, seed 1): max |z| 1.96; against
+    the flat prior (the plant: parent sets drawn from it) 45.12."""
     post = AdditiveOrderPosterior(_flat_sem(0.6), max_parents=2)
     order = [0, 1, 2]
     sets = [s for s in post.sets[2] if set(s) <= {0, 1}]
