@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from chefs.bench.causal import BINS, _closure, make_sem, sem_settings
+from chefs.bench.causal import _closure, calibration_table, make_sem, sem_settings
 from chefs.causal_additive import AdditiveOrderPosterior
 
 
@@ -28,8 +28,7 @@ def main(argv=None):
     ap.add_argument("--chains", type=int, default=16)
     ap.add_argument("--draws", type=int, default=25)
     a = ap.parse_args(argv)
-    edges = np.asarray(BINS, float)
-    cal = {"p_edge": [], "p_ancestor": []}
+    calib = []
     f1s = []
     for seed in [int(s) for s in a.seeds.split(",")]:
         D, H, N = sem_settings(seed, False)
@@ -50,8 +49,8 @@ def main(argv=None):
         E /= a.chains * a.draws
         A /= a.chains * a.draws
         off = ~np.eye(D, dtype=bool)
-        cal["p_edge"] += list(zip(E[off], sem.edges[off]))
-        cal["p_ancestor"] += list(zip(A[off], sem.ancestor[off]))
+        calib += [("p_edge", float(q), bool(t)) for q, t in zip(E[off], sem.edges[off])]
+        calib += [("p_ancestor", float(q), bool(t)) for q, t in zip(A[off], sem.ancestor[off])]
         est = (A > 0.5) & off
         tp, fp, fn = (est & sem.ancestor).sum(), (est & ~sem.ancestor).sum(), (~est & sem.ancestor & off).sum()
         f1s.append(2 * tp / max(2 * tp + fp + fn, 1))
@@ -60,13 +59,10 @@ def main(argv=None):
     print(f"mean ancestral F1 {np.mean(f1s):.3f}\n")
     print("| probability | bin | count | mean predicted | observed frequency |")
     print("|---|---|---|---|---|")
-    for key, rows in list(cal.items()) + [("all", cal["p_edge"] + cal["p_ancestor"])]:
-        v = np.array(rows, float)
-        for lo, hi in zip(edges[:-1], edges[1:]):
-            m = (v[:, 0] >= lo) & ((v[:, 0] < hi) | (hi >= 1.0))
-            if m.any():
-                print(f"| {key} | [{lo:.1f}, {hi:.1f}) | {m.sum()} | {v[m, 0].mean():.3f} | {v[m, 1].mean():.3f} |")
-
+    for r in calibration_table(calib):
+        if r["count"]:
+            print(f"| {r['probability']} | {r['bin']} | {r['count']} | {r['mean_predicted']:.3f} | "
+                  f"{r['observed_frequency']:.3f} |")
 
 if __name__ == "__main__":
     main()
