@@ -8,7 +8,10 @@ coefficients under Zellner's g-prior with the unit-information ``g = N`` (Kass &
 2008), the intercept and the noise variance under the reference prior ``p(c, sigma^2) ∝ 1/sigma^2``. Each
 variable's log marginal likelihood relative to its parentless model is then closed-form (:func:`log_bayes_factor`).
 The structure prior is order-modular (Friedman & Koller 2003): a uniform order, and each variable's parent set
-uniform over the sets of at most ``max_parents`` of its predecessors. Summed over the parent sets, an order's
+uniform over the sets of at most ``max_parents`` of its predecessors. (So a DAG's prior is the sum over its linear
+extensions of those factors: it favours sparse DAGs, which have more extensions, e.g. the empty graph on four
+variables 24 times a chain through them at ``max_parents=2``.) The regressors' count in the Bayes factor is the rank
+of a parent set's centred spline columns (fewer than its columns for a parent with few distinct values). Summed over the parent sets, an order's
 weight is a product of one term per variable that depends only on its set of predecessors, so the sum over all
 orders is a dynamic programme over subsets (:class:`AdditiveOrderPosterior`), and orders are drawn exactly from
 their posterior by taking sinks one at a time from the full set down.
@@ -102,9 +105,12 @@ class AdditiveOrderPosterior:
             return 0.0
         F = np.hstack([self._basis[k] for k in parents])
         y = self._y[:, i]
-        beta, *_ = np.linalg.lstsq(F, y, rcond=None)
+        beta, _, rank, _ = np.linalg.lstsq(F, y, rcond=None)
         r2 = 1.0 - float(np.sum((y - F @ beta) ** 2)) / float(y @ y)
-        return log_bayes_factor(r2, self.N, F.shape[1])
+        # p is the rank of the centred columns (the g-prior on their span, with a generalised inverse): a parent
+        # with few distinct values spans fewer than its columns, and the rank is at most N - 1 (a saturated fit
+        # then has Bayes factor 1)
+        return log_bayes_factor(r2, self.N, int(rank))
 
     @property
     def log_evidence(self) -> float:
