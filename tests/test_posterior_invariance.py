@@ -189,7 +189,9 @@ FULL = {"icp": 300, "slice": 300, "hmc": 800, "free2": 300, "free3": 400, "power
 # Stop 47, seed 1, data held: icp 1.52 (log_rho_obs), slice 2.16 (b_obs), power 1.08 (confounded_01), hmc 1.23 (num_edges), free2 1.72 (theta_obs), free3 1.46
 # (num_confounders), cibp 1.58 (mu_y_cov), ecibp 1.50 (mu_y_cov; 2.03 at 500 replicates, where its births/deaths
 # control below read only 4.55). Stop 53: free3_relocate 2.32 (obs_rss), power_relocate 1.95 (edge_01).
-@pytest.mark.parametrize("kind", list(FULL))
+# (power_relocate, the relocation option under the power posterior, behind slow since stop 55 for the suite's time:
+# free3_relocate keeps the whole causal sweep with the move in CI, with the data held)
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k == "power_relocate" else k for k in FULL])
 def test_full_sweep_leaves_the_posterior_invariant(kind):
     zs = _full_sweep(kind, FULL[kind])
     assert _z(zs) < Z, zs
