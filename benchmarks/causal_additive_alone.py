@@ -2,10 +2,10 @@
 
     python benchmarks/causal_additive_alone.py [--seeds 10,11,...,19] [--chains 16] [--draws 25]
 
-For each SEM of ``chefs bench causal``'s generator (full settings), ``--chains`` surrogates
-(:class:`chefs.causal_additive.AdditiveOrderPosterior`): the first on the data, each other on the bootstrap
-resample of the rows that chain c's start uses in ``CausalDiscovery`` (``[seed, 7919, c, 1]``, here with the
-SEM's seed as the run's), ``--draws`` exact draws of an order and its parent sets from each, pooled. Prints each
+For each SEM of ``chefs bench causal``'s generator (full settings), :func:`chefs.causal_additive.bagged_relations`
+with ``--chains`` surrogates and ``--draws`` draws from each, the SEM's seed as the run's (so chain c's rows are those
+of chain c's start in ``CausalDiscovery``): what ``chefs bench causal --methods additive`` reads, at its defaults 16
+and 25. Prints each
 SEM's ancestral F1 (relations at p > 0.5, the benchmark's rule) and CPU seconds, and the calibration table of
 ``p_edge`` and ``p_ancestor`` pooled over the SEMs (the benchmark's bins). ``--chains 1`` reads the surrogate's
 posterior on the data alone. Hidden confounders are not in the surrogate: it has no ``p_confounded``.
@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from chefs.bench.causal import _closure, calibration_table, make_sem, sem_settings
-from chefs.causal_additive import AdditiveOrderPosterior
+from chefs.bench.causal import calibration_table, make_sem, sem_settings
+from chefs.causal_additive import bagged_relations
 
 
 def main(argv=None):
@@ -33,21 +33,8 @@ def main(argv=None):
     for seed in [int(s) for s in a.seeds.split(",")]:
         D, H, N = sem_settings(seed, False)
         sem = make_sem(seed, D, H, N)
-        E, A = np.zeros((D, D)), np.zeros((D, D))
         t0 = time.process_time()
-        for c in range(a.chains):
-            X = sem.X if c == 0 else sem.X[np.random.default_rng([seed, 7919, c, 1]).integers(0, N, N)]
-            post = AdditiveOrderPosterior(X, rng=seed)
-            rng = np.random.default_rng([seed, c, 5])
-            for _ in range(a.draws):
-                order = post.sample_order(rng)
-                M = np.zeros((D, D), bool)
-                for k, i in post.sample_parents(order, rng):
-                    M[k, i] = True
-                E += M
-                A += _closure(M)
-        E /= a.chains * a.draws
-        A /= a.chains * a.draws
+        E, A = bagged_relations(sem.X, a.chains, a.draws, seed)
         off = ~np.eye(D, dtype=bool)
         calib += [("p_edge", float(q), bool(t)) for q, t in zip(E[off], sem.edges[off])]
         calib += [("p_ancestor", float(q), bool(t)) for q, t in zip(A[off], sem.ancestor[off])]

@@ -235,3 +235,34 @@ def test_causal_discovery_starts_at_the_drawn_orders_and_parent_sets(tmp_path):
     with pytest.raises(ValueError, match="start='additive' takes at most 14"):
         CausalDiscovery(start="additive", chains=1, sweeps=4, burn_in=2, thin=1, progress=False).fit(
             np.random.default_rng(0).normal(size=(40, 15)))
+
+
+def test_bagged_relations_and_the_benchmark_method(tmp_path, capsys):
+    """``bagged_relations``: one surrogate pools its own draws; the probabilities are shares of drawn DAGs (an
+    ancestor wherever an edge); bad sizes are refused. ``chefs bench causal --methods additive`` writes its rows."""
+    import csv
+
+    from chefs.causal_additive import bagged_relations
+    from chefs.cli import main
+
+    X = _sem(n=200)
+    E, A = bagged_relations(X, chains=2, draws=10, seed=1)
+    assert E.shape == A.shape == (4, 4) and np.all(A >= E) and np.all(np.diag(A) == 0)
+    assert np.all((E * 20) == np.round(E * 20))  # counts over 2 x 10 drawn DAGs
+    assert E[0, 1] == 1.0 and E[1, 2] == 1.0  # a -> b -> c, found by every draw
+    E1, _ = bagged_relations(X, chains=1, draws=10, seed=1)
+    post = AdditiveOrderPosterior(X, rng=1)
+    rng = np.random.default_rng([1, 0, 5])
+    want = np.zeros((4, 4))
+    for _ in range(10):
+        for k, i in post.sample_parents(post.sample_order(rng), rng):
+            want[k, i] += 0.1
+    assert np.allclose(E1, want)
+    for bad in ({"chains": 0}, {"draws": 1.5}):
+        with pytest.raises(ValueError, match="positive integer"):
+            bagged_relations(X, **bad)
+    out = tmp_path / "b"
+    assert main(["bench", "causal", "--quick", "--seeds", "0", "--methods", "additive", "--no-real",
+                 "--out", str(out)]) == 0
+    rows = list(csv.DictReader(open(out / "causal.csv")))
+    assert [r["method"] for r in rows] == ["additive"] and 0.0 <= float(rows[0]["anc_f1"]) <= 1.0

@@ -153,3 +153,36 @@ class AdditiveOrderPosterior:
             edges += [(int(k), i) for k in s]
             S |= 1 << i
         return edges
+
+
+def bagged_relations(X, chains: int = 16, draws: int = 25, seed=0) -> tuple[np.ndarray, np.ndarray]:
+    """The surrogate read as a causal posterior by itself (``chefs bench causal``'s method ``additive``): ``chains``
+    surrogates, the first on ``X`` and each other on a bootstrap resample of its rows (stream ``[seed, 7919, c, 1]``,
+    that of :class:`chefs.causal.CausalDiscovery`'s starts), ``draws`` exact draws of an order and its parent sets
+    from each (stream ``[seed, c, 5]``), pooled. Returns ``(p_edge, p_ancestor)``, (D, D) arrays: the shares of the
+    drawn DAGs with the edge ``i -> j`` and with a directed path from i to j. The surrogate has no hidden causes."""
+    X = np.asarray(X, float)
+    for name, v in (("chains", chains), ("draws", draws)):
+        if isinstance(v, bool) or int(v) != v or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    N, D = X.shape if X.ndim == 2 else (0, 0)
+    E, A = np.zeros((D, D)), np.zeros((D, D))
+    for c in range(int(chains)):
+        rows = X
+        if c > 0:
+            rows = X[np.random.default_rng([seed, 7919, c, 1]).integers(0, N, N)]
+            if np.any(np.ptp(rows, axis=0) <= 0):  # a resample with a constant column: use the data
+                rows = X
+        post = AdditiveOrderPosterior(rows, rng=seed)
+        rng = np.random.default_rng([seed, c, 5])
+        for _ in range(int(draws)):
+            M = np.zeros((D, D), bool)
+            for k, i in post.sample_parents(post.sample_order(rng), rng):
+                M[k, i] = True
+            E += M
+            reach = M.copy()
+            for k in range(D):
+                reach |= reach[:, [k]] & reach[[k], :]
+            A += reach
+    n = int(chains) * int(draws)
+    return E / n, A / n

@@ -25,7 +25,9 @@ when p_confounded > 0.5, else none. PC, GES (CPDAGs): directed edges as such, un
 i <-> j as <->, o-o and --- as "undirected". DirectLiNGAM: B[j, i] != 0 is i -> j. RCD: NaN entries
 are <->, others as DirectLiNGAM. RESIT (lingam's, with the random-forest regressor of lingam's
 example, ``max_depth=4``; added at stop 41, since the ICP's chains start at RESIT's ordering): as
-DirectLiNGAM. Ancestral relations: ICP p_ancestor > 0.5; the others the
+DirectLiNGAM. additive (stop 55; :func:`chefs.causal_additive.bagged_relations` with the SEM's seed, the surrogate
+of the ICP's ``start="additive"`` read by itself, no hidden causes): i -> j when its p_edge > 0.5, its ancestral
+relations where its p_ancestor > 0.5, its p_edge as the AUROC's scores. Ancestral relations: ICP p_ancestor > 0.5; the others the
 transitive closure of their directed edges (for FCI of its i -> j edges only; i o-> j does not
 assert ancestry). AUROC: of p_edge (ICP) or the estimated directed adjacency (others; an undirected
 edge scores 0.5 both ways; DirectLiNGAM and RCD ``|B|``) over ordered pairs against the true directed
@@ -49,7 +51,9 @@ from .._json import json_default
 from ..causal import CAUSAL_CHAINS, CAUSAL_WEIGHT_PRIOR
 
 PEERS = ("pc", "fci", "ges", "directlingam", "rcd", "resit")
-METHODS = ("icp",) + PEERS
+#: "additive" (stop 55): the additive-noise surrogate of the ICP's ``start="additive"`` read by itself
+#: (:func:`chefs.causal_additive.bagged_relations`; no package needed, no hidden causes)
+METHODS = ("icp", "additive") + PEERS
 BINS = np.linspace(0, 1, 6)
 
 FULL = {"seeds": list(range(10)), "sweeps": 2000, "burn_in": 1000, "thin": 10, "chains": CAUSAL_CHAINS}
@@ -334,7 +338,14 @@ def _cl_graph(G) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return directed, definite, bi, und
 
 
-def run_peer(name: str, X: np.ndarray) -> Estimate:
+def run_peer(name: str, X: np.ndarray, seed: int = 0) -> Estimate:
+    """A method other than the ICP on the data ``X``; ``seed``: the random streams of ``additive`` (the SEM's seed,
+    as the ICP's run seed; the other methods are deterministic)."""
+    if name == "additive":
+        from ..causal_additive import bagged_relations
+
+        p_edge, p_ancestor = bagged_relations(X, seed=seed)
+        return Estimate(_marks_from(p_edge > 0.5), p_ancestor > 0.5, p_edge)
     Xs = (X - X.mean(axis=0)) / X.std(axis=0)
     if name in ("pc", "fci", "ges"):
         if name == "pc":
@@ -370,6 +381,8 @@ def run_peer(name: str, X: np.ndarray) -> Estimate:
 
 def peer_available(name: str) -> str | None:
     """None when the peer's package imports, else the reason."""
+    if name == "additive":
+        return None
     mod = "causallearn" if name in ("pc", "fci", "ges") else "lingam"
     try:
         __import__(mod)
@@ -484,7 +497,7 @@ def run_benchmark(out, quick: bool = False, methods=METHODS, seeds=None, force: 
                 if m == "icp":
                     est = run_icp(sem, settings, out / "runs" / f"seed{seed}", seed)
                 else:
-                    est = run_peer(m, sem.X)
+                    est = run_peer(m, sem.X, seed)
             except (ValueError, np.linalg.LinAlgError) as err:  # a peer failing on one data set
                 rows.append({"seed": seed, "num_observed": D, "num_hidden": H, "num_samples": N, "method": m,
                              "shd": "", "num_pairs": len(truth), "anc_precision": "", "anc_recall": "", "anc_f1": "",
