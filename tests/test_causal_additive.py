@@ -153,45 +153,41 @@ def test_order_draws_match_the_enumerated_posterior():
     assert _max_z(_order_frequencies(post, draws, 0, sinks_by_own_term), probs, draws) > 4
 
 
+def _parent_frequencies(order, child, draws, seed):
+    """The enumerated posterior of ``child``'s parent set given ``order`` and the frequencies of ``draws`` draws of
+    it (every draw also checked: no variable gets a parent placed after it)."""
+    post = AdditiveOrderPosterior(_flat_sem(0.6), max_parents=2)
+    pred = set(order[: order.index(child)])
+    sets = [s for s in post.sets[child] if set(s) <= pred]
+    lw = np.array([post._node(child, s) for s in sets])
+    probs = dict(zip(sets, np.exp(lw - logsumexp(lw))))
+    rng = np.random.default_rng(seed)
+    counts = {}
+    for _ in range(draws):
+        edges = post.sample_parents(order, rng)
+        assert all(order.index(k) < order.index(i) for k, i in edges)
+        s = tuple(sorted(k for k, i in edges if i == child))
+        counts[s] = counts.get(s, 0) + 1
+    return probs, counts
+
+
 def test_parent_draws_match_their_enumerated_posterior():
     """3,000 draws of the last variable's parent set given the order. Measured (stop 55, seed 1): max |z| 1.96; against
     the flat prior (the plant: parent sets drawn from it) 45.12."""
-    post = AdditiveOrderPosterior(_flat_sem(0.6), max_parents=2)
-    order = [0, 1, 2]
-    sets = [s for s in post.sets[2] if set(s) <= {0, 1}]
-    lw = np.array([post._node(2, s) for s in sets])
-    probs = dict(zip(sets, np.exp(lw - logsumexp(lw))))
-    rng = np.random.default_rng(1)
-    draws = 3000
-    counts = {}
-    for _ in range(draws):
-        s = tuple(sorted(k for k, i in post.sample_parents(order, rng) if i == 2))
-        counts[s] = counts.get(s, 0) + 1
+    probs, counts = _parent_frequencies([0, 1, 2], 2, 3000, 1)
     assert sorted(probs.values())[-3] > 0.02  # three sets with mass (0.027, 0.384, 0.589)
-    assert _max_z(counts, probs, draws) < 4
-    flat = {s: 1 / len(sets) for s in sets}  # planted: the parent sets drawn from their prior
-    assert _max_z(counts, flat, draws) > 4
+    assert _max_z(counts, probs, 3000) < 4
+    flat = {s: 1 / len(probs) for s in probs}  # planted: the parent sets drawn from their prior
+    assert _max_z(counts, flat, 3000) > 4
 
 
 def test_parent_draws_respect_the_order_for_every_variable():
     """Given the order (1, 2, 0), variable 2's parent set (the middle of the order: the draw must see only the
     variable before it) is drawn from its posterior over the subsets of {1} (0.395, 0.605), and no variable gets a
     parent placed after it."""
-    post = AdditiveOrderPosterior(_flat_sem(0.6), max_parents=2)
-    order = [1, 2, 0]
-    sets = [s for s in post.sets[2] if set(s) <= {1}]
-    lw = np.array([post._node(2, s) for s in sets])
-    probs = dict(zip(sets, np.exp(lw - logsumexp(lw))))
-    rng = np.random.default_rng(2)
-    draws = 3000
-    counts = {}
-    for _ in range(draws):
-        edges = post.sample_parents(order, rng)
-        assert all(order.index(k) < order.index(i) for k, i in edges)
-        s = tuple(sorted(k for k, i in edges if i == 2))
-        counts[s] = counts.get(s, 0) + 1
+    probs, counts = _parent_frequencies([1, 2, 0], 2, 3000, 2)
     assert min(probs.values()) > 0.3
-    assert _max_z(counts, probs, draws) < 4
+    assert _max_z(counts, probs, 3000) < 4
 
 
 def test_a_sharp_posterior_finds_the_order_and_bad_input_is_refused():
