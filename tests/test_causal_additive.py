@@ -203,6 +203,10 @@ def test_a_sharp_posterior_finds_the_order_and_bad_input_is_refused():
         AdditiveOrderPosterior(X, max_parents=-1)
     small = AdditiveOrderPosterior(X, max_rows=100, rng=0)
     assert small.N == 100
+    drawn = set(np.random.default_rng(0).choice(40, 10, replace=False).tolist())  # the rows max_rows=10 draws
+    rare = np.c_[X[:40, :2], np.zeros(40)]
+    rare[min(set(range(40)) - drawn), 2] = 1.0  # a column nonzero on one row the draw misses
+    assert AdditiveOrderPosterior(rare, max_rows=10, rng=0).N == 40  # all rows then, not an error
 
 
 def test_causal_discovery_starts_at_the_drawn_orders_and_parent_sets(tmp_path):

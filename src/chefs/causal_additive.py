@@ -48,7 +48,7 @@ class AdditiveOrderPosterior:
 
     ``max_parents``: the largest parent set per variable; ``n_knots``: the splines' knots (5, as
     :func:`chefs.causal.residual_order`); ``max_rows``: data with more rows are subsampled to that many by
-    ``rng`` (the regressions' cost)."""
+    ``rng`` (the regressions' cost), unless a column is constant on the rows drawn, when all rows are used."""
 
     def __init__(self, X, max_parents: int = 3, n_knots: int = 5, max_rows: int = 5000, rng=None):
         from sklearn.preprocessing import SplineTransformer
@@ -65,10 +65,9 @@ class AdditiveOrderPosterior:
             if isinstance(v, bool) or int(v) != v or v < lo:
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
         if N > max_rows:
-            X = X[np.sort(np.random.default_rng(rng).choice(N, int(max_rows), replace=False))]
-            if np.any(np.ptp(X, axis=0) <= 0):
-                raise ValueError(f"a column is constant on the {max_rows} rows drawn: raise max_rows")
-            N = X.shape[0]
+            sub = X[np.sort(np.random.default_rng(rng).choice(N, int(max_rows), replace=False))]
+            if not np.any(np.ptp(sub, axis=0) <= 0):  # (a column constant on the rows drawn: all rows are used)
+                X, N = sub, sub.shape[0]
         self.N, self.D, self.max_parents = N, D, int(max_parents)
         Z = (X - X.mean(axis=0)) / X.std(axis=0)
         self._y = Z
