@@ -28,7 +28,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from chefs.bench.causal import make_sem, sem_settings
-from chefs.causal import CausalDiscovery, relations
+from chefs.causal import CausalDiscovery, CausalSummary
 from chefs.mcmc.diagnostics import chain_comparison
 
 KINDS = ("true", "reversed edge", "reversed ancestor", "indirect ancestor", "confounded", "common observed ancestor",
@@ -53,19 +53,17 @@ def kind(sem, key, i, j) -> str:
 
 
 def chain_readings(cd, sem):
-    """{chain: (order error, its own p_edge)}."""
-    D = sem.edges.shape[0]
+    """{chain: (order error, its own p_edge)}; the chains' own summaries are ``CausalSummary.from_samples``'s."""
     pairs = np.argwhere(sem.ancestor)
     chains = np.asarray(cd.sample_chains_)
+    _, per_chain = CausalSummary.from_samples(cd.samples_, cd.names_, chains)
     out = {}
-    for c in np.unique(chains):
-        errs, E = [], np.zeros((D, D))
-        samples = [s for s, k in zip(cd.samples_, chains) if k == c]
-        for s in samples:
+    for c, summary in per_chain.items():
+        errs = []
+        for s in (s for s, k in zip(cd.samples_, chains) if k == c):
             th = np.asarray(s["theta"], float)[np.asarray(s["observed"], bool)]
             errs.append(float(np.mean([th[i] < th[j] for i, j in pairs])) if len(pairs) else 0.0)
-            E += relations(s)[0]
-        out[int(c)] = (float(np.mean(errs)), E / len(samples))
+        out[int(c)] = (float(np.mean(errs)), summary.p_edge)
     return out
 
 
@@ -85,7 +83,7 @@ def main(argv=None):
         D, H, N = sem_settings(seed, False)
         sem = make_sem(seed, D, H, N)
         run = Path(a.bench_dir) / "runs" / f"seed{seed}"
-        cd = CausalDiscovery.load(run, chains=None)
+        cd = CausalDiscovery.load(run)
         per = chain_readings(cd, sem)
         off = ~np.eye(D, dtype=bool)
         for key in ("p_edge", "p_ancestor"):

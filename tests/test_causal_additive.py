@@ -220,7 +220,7 @@ def test_causal_discovery_starts_at_the_drawn_orders_and_parent_sets(tmp_path):
     cd._start_data = X
     starts = cd._start_orders(4)
     for c, (order, edges) in enumerate(starts):
-        want = cc.start_order(cd._start_rows(c), [3, 7919, c, 2], additive=True)
+        want = cc.start_order(cd._start_rows(c), [3, 7919, c, 2], "additive")
         assert (order, edges) == want
         assert all(order.index(k) < order.index(i) for k, i in edges)
     g = cd._initial_graph(4, 0, starts[0])
@@ -232,6 +232,8 @@ def test_causal_discovery_starts_at_the_drawn_orders_and_parent_sets(tmp_path):
     del cd._start_data
     cd.fit(X)
     assert CausalDiscovery.load(tmp_path / "run").start == "additive"
+    with pytest.raises(ValueError, match="kind must be"):
+        cc.start_order(X, 0, "prior")
     with pytest.raises(ValueError, match="start='additive' takes at most 14"):
         CausalDiscovery(start="additive", chains=1, sweeps=4, burn_in=2, thin=1, progress=False).fit(
             np.random.default_rng(0).normal(size=(40, 15)))

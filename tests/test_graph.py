@@ -76,3 +76,16 @@ def test_prior_draws_are_valid_and_canonical(seed, D, gamma, alpha):
     assert np.all(np.diff(g.theta[D:]) >= 0)
     assert nx.is_directed_acyclic_graph(g.to_networkx())
     assert g.canonical() == g
+
+
+def test_transitive_closure():
+    from chefs.graph import transitive_closure
+
+    A = np.zeros((4, 4), bool)
+    A[0, 1] = A[1, 2] = True  # 0 -> 1 -> 2, 3 alone
+    R = transitive_closure(A)
+    assert R[0, 2] and R[0, 1] and R[1, 2] and not R[2, 0] and not R[:, 3].any() and not R[3].any()
+    assert not A[0, 2]  # the input is left as it is
+    A[2, 0] = True  # a cycle: every node of it reaches the others, the diagonal stays False
+    R = transitive_closure(A)
+    assert R[:3, :3].sum() == 6 and not np.diag(R).any()

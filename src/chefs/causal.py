@@ -465,17 +465,19 @@ def residual_order(X, rng=None, max_points: int = 600, n_knots: int = 5, ridge: 
     return remaining + sinks[::-1]
 
 
-def start_order(X, seed, marginal: bool = False, X01=None, weight_prior=None,
-                additive: bool = False) -> tuple[list[int], list]:
-    """One chain's start (:meth:`CausalDiscovery._initial_graph`): the :func:`residual_order` of the rows
-    ``X`` with the random stream ``seed``, and no start edges; with ``additive``, an order and its parent sets
-    drawn by that stream from :class:`chefs.causal_additive.AdditiveOrderPosterior` on ``X`` (the parent sets
-    as start edges); with ``marginal``, the residual order improved by
+def start_order(X, seed, kind: str = "residual", X01=None, weight_prior=None) -> tuple[list[int], list]:
+    """One chain's start (:meth:`CausalDiscovery._initial_graph`), ``kind`` one of :data:`STARTS` but "prior":
+    "residual", the :func:`residual_order` of the rows ``X`` with the random stream ``seed``, and no start edges;
+    "additive", an order and its parent sets drawn by that stream from
+    :class:`chefs.causal_additive.AdditiveOrderPosterior` on ``X`` (the parent sets as start edges); "marginal",
+    the residual order improved by
     :func:`chefs.causal_order.search_order` on the observed-only model's marginal likelihood of ``X01``
     (``X`` on the unit scale) with the weight prior ``weight_prior``, and each variable's best parent set
     as start edges ``(parent column, child column)``. A function of its arguments alone, so that the
     chains' starts can be computed in other processes."""
-    if additive:
+    if kind not in ("residual", "marginal", "additive"):
+        raise ValueError(f"start_order's kind must be 'residual', 'marginal' or 'additive', got {kind!r}")
+    if kind == "additive":
         from .causal_additive import AdditiveOrderPosterior
 
         rng = np.random.default_rng(seed)
@@ -484,7 +486,7 @@ def start_order(X, seed, marginal: bool = False, X01=None, weight_prior=None,
         return order, post.sample_parents(order, rng)
     order = residual_order(X, seed)
     extra = []
-    if marginal:
+    if kind == "marginal":
         from .causal_order import OrderScorer, search_order
 
         scorer = OrderScorer(X01, weight_prior=weight_prior)
@@ -669,15 +671,19 @@ class CausalDiscovery(BeliefNetwork):
     def _start_rows(self, chain: int) -> np.ndarray:
         """The rows chain ``chain``'s start is ordered on: the data for chain 0, a bootstrap resample of
         them for chain c > 0 (the data again when the resample has a constant column)."""
-        X = self._start_data
-        if chain > 0:
-            X = X[np.random.default_rng([self.seed, 7919, chain, 1]).integers(0, len(X), len(X))]
-            if np.any(np.ptp(X, axis=0) <= 0):  # a resample with a constant column: use the data
-                X = self._start_data
-        return X
+        from .causal_additive import bootstrap_rows
+
+        return bootstrap_rows(self._start_data, self.seed, chain)
+
+    def _start_task(self, chain: int) -> tuple:
+        """The arguments of chain ``chain``'s :func:`start_order`."""
+        X = self._start_rows(chain)
+        marginal = self.start == "marginal"
+        return (X, [self.seed, 7919, chain, 2], self.start, self.map_.forward(X) if marginal else None,
+                self.weight_prior)
 
     def _start_orders(self, D: int) -> list:
-        """Each chain's :func:`start_order` (``start="residual"`` or ``"marginal"``). Chain 0's is
+        """Each chain's :func:`start_order` (``start="residual"``, ``"marginal"`` or ``"additive"``). Chain 0's is
         computed here; when it took at least :data:`START_POOL_SECONDS` and there are more chains and
         cores, the others are computed in a pool of local processes (about half a minute per chain at
         30 columns, 2-5 CPU seconds at 10). Each chain's order depends only on its rows and its own
@@ -686,12 +692,7 @@ class CausalDiscovery(BeliefNetwork):
         import time
 
         chains = int(self.chains)
-        marginal = self.start == "marginal"
-        tasks = []
-        for c in range(chains):
-            X = self._start_rows(c)
-            tasks.append((X, [self.seed, 7919, c, 2], marginal, self.map_.forward(X) if marginal else None,
-                          self.weight_prior, self.start == "additive"))
+        tasks = [self._start_task(c) for c in range(chains)]
         loud = D >= 15 and self.progress is not False
         if loud:
             print(f"chain 0: ordering {D} variables by residual independence (the start) ...", file=sys.stderr,
@@ -744,10 +745,7 @@ class CausalDiscovery(BeliefNetwork):
         from .graph import DAG
 
         if start is None:  # (the order of _start_orders, computed here)
-            X = self._start_rows(chain)
-            start = start_order(X, [self.seed, 7919, chain, 2], self.start == "marginal",
-                                self.map_.forward(X) if self.start == "marginal" else None, self.weight_prior,
-                                self.start == "additive")
+            start = start_order(*self._start_task(chain))
         order, extra = start
         theta = order_values(order, D)
         if not self.init_hidden:

@@ -75,12 +75,14 @@ class AdditiveOrderPosterior:
         for k in range(D):
             B = SplineTransformer(n_knots=int(n_knots), degree=3, include_bias=False).fit_transform(Z[:, [k]])
             self._basis.append(B - B.mean(axis=0))
-        # every variable's parent sets (bit masks) and their log marginal likelihoods (relative to no parent)
-        self.sets, self.set_scores = [], []
+        # every variable's parent sets, as tuples and as bit masks, and their log marginal likelihoods (relative
+        # to no parent)
+        self.sets, self.set_masks, self.set_scores = [], [], []
         for i in range(D):
             others = [k for k in range(D) if k != i]
             sets = [s for size in range(min(self.max_parents, D - 1) + 1) for s in combinations(others, size)]
             self.sets.append(sets)
+            self.set_masks.append(np.array([sum(1 << k for k in s) for s in sets], dtype=np.int64))
             self.set_scores.append(np.array([self._node(i, s) for s in sets]))
         # pred[i][S]: log-sum over parent sets inside the predecessor set S (a bit mask of all D columns), the
         # parent-set prior uniform over the sets allowed by S
@@ -88,8 +90,7 @@ class AdditiveOrderPosterior:
         masks = np.arange(full, dtype=np.int64)
         self._pred = np.full((D, full), -np.inf)
         for i in range(D):
-            pm = np.array([sum(1 << k for k in s) for s in self.sets[i]], dtype=np.int64)
-            inside = (pm[None, :] & ~masks[:, None]) == 0  # (subsets, parent sets): the set lies inside S
+            inside = (self.set_masks[i][None, :] & ~masks[:, None]) == 0  # (subsets, parent sets): the set lies inside S
             sc = np.where(inside, self.set_scores[i][None, :], -np.inf)
             self._pred[i] = logsumexp(sc, axis=1) - np.log(inside.sum(axis=1))
         # F[S]: log of the sum over the orders of S (as the first |S| places) of their variables' terms
@@ -144,8 +145,7 @@ class AdditiveOrderPosterior:
         rng = np.random.default_rng(rng)
         edges, S = [], 0
         for i in [int(i) for i in order]:
-            pm = np.array([sum(1 << k for k in s) for s in self.sets[i]], dtype=np.int64)
-            ok = np.flatnonzero((pm & ~S) == 0)
+            ok = np.flatnonzero((self.set_masks[i] & ~S) == 0)
             lw = self.set_scores[i][ok]
             w = np.exp(lw - lw.max())
             s = self.sets[i][int(ok[rng.choice(len(ok), p=w / w.sum())])]
@@ -154,34 +154,39 @@ class AdditiveOrderPosterior:
         return edges
 
 
+def bootstrap_rows(X, seed, chain: int) -> np.ndarray:
+    """The rows chain ``chain`` of a run with seed ``seed`` starts from: ``X`` itself for chain 0, a bootstrap
+    resample of its rows (stream ``[seed, 7919, chain, 1]``) for chain c > 0, or ``X`` again when the resample has a
+    constant column. Shared by :class:`chefs.causal.CausalDiscovery`'s starts and :func:`bagged_relations`."""
+    X = np.asarray(X)
+    if chain == 0:
+        return X
+    rows = X[np.random.default_rng([seed, 7919, chain, 1]).integers(0, len(X), len(X))]
+    return X if np.any(np.ptp(rows, axis=0) <= 0) else rows
+
+
 def bagged_relations(X, chains: int = 16, draws: int = 25, seed=0) -> tuple[np.ndarray, np.ndarray]:
     """The surrogate read as a causal posterior by itself (``chefs bench causal``'s method ``additive``): ``chains``
-    surrogates, the first on ``X`` and each other on a bootstrap resample of its rows (stream ``[seed, 7919, c, 1]``,
-    that of :class:`chefs.causal.CausalDiscovery`'s starts), ``draws`` exact draws of an order and its parent sets
+    surrogates, each on :func:`bootstrap_rows` (chain 0 on ``X``, the others on bootstrap resamples, as
+    :class:`chefs.causal.CausalDiscovery`'s starts), ``draws`` exact draws of an order and its parent sets
     from each (stream ``[seed, c, 5]``), pooled. Returns ``(p_edge, p_ancestor)``, (D, D) arrays: the shares of the
     drawn DAGs with the edge ``i -> j`` and with a directed path from i to j. The surrogate has no hidden causes."""
     X = np.asarray(X, float)
     for name, v in (("chains", chains), ("draws", draws)):
         if isinstance(v, bool) or int(v) != v or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    N, D = X.shape if X.ndim == 2 else (0, 0)
+    from .graph import transitive_closure
+
+    D = X.shape[1] if X.ndim == 2 else 0
     E, A = np.zeros((D, D)), np.zeros((D, D))
     for c in range(int(chains)):
-        rows = X
-        if c > 0:
-            rows = X[np.random.default_rng([seed, 7919, c, 1]).integers(0, N, N)]
-            if np.any(np.ptp(rows, axis=0) <= 0):  # a resample with a constant column: use the data
-                rows = X
-        post = AdditiveOrderPosterior(rows, rng=seed)
+        post = AdditiveOrderPosterior(bootstrap_rows(X, seed, c), rng=seed)
         rng = np.random.default_rng([seed, c, 5])
         for _ in range(int(draws)):
             M = np.zeros((D, D), bool)
             for k, i in post.sample_parents(post.sample_order(rng), rng):
                 M[k, i] = True
             E += M
-            reach = M.copy()
-            for k in range(D):
-                reach |= reach[:, [k]] & reach[[k], :]
-            A += reach
+            A += transitive_closure(M)
     n = int(chains) * int(draws)
     return E / n, A / n

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["DAG", "read_jsonl", "write_jsonl"]
+__all__ = ["DAG", "read_jsonl", "write_jsonl", "transitive_closure"]
 
 
 def _as_bool(values, n: int, name: str) -> np.ndarray:
@@ -299,6 +299,16 @@ class DAG:
 
     def __repr__(self) -> str:
         return f"DAG(K+={self.num_nodes}, observed={self.num_observed}, edges={self.num_edges})"
+
+
+def transitive_closure(edges) -> np.ndarray:
+    """``reach[i, j]``: a directed path from i to j in the adjacency matrix ``edges`` (``edges[i, j]``: i -> j; any
+    square boolean array, acyclic or not), by Warshall's algorithm; False on the diagonal."""
+    reach = np.array(edges, dtype=bool)
+    for k in range(reach.shape[0]):
+        reach |= reach[:, [k]] & reach[[k], :]
+    np.fill_diagonal(reach, False)
+    return reach
 
 
 def read_jsonl(path) -> Iterator[DAG]:

@@ -49,6 +49,7 @@ import numpy as np
 
 from .._json import json_default
 from ..causal import CAUSAL_CHAINS, CAUSAL_WEIGHT_PRIOR
+from ..graph import transitive_closure
 
 PEERS = ("pc", "fci", "ges", "directlingam", "rcd", "resit")
 #: "additive" (stop 55): the additive-noise surrogate of the ICP's ``start="additive"`` read by itself
@@ -116,19 +117,11 @@ def make_sem(seed: int, num_observed: int, num_hidden: int, num_samples: int) ->
             total += w * _sigmoid(rng.uniform(1, 3) * z + rng.uniform(-1, 1))
         sd = rng.uniform(0.2, 0.5) * max(total.std(), 0.1)
         X[:, j] = total + sd * rng.normal(size=N)
-    anc = _closure(edges)
+    anc = transitive_closure(edges)
     conf = np.zeros((D, D), bool)
     for a, b in conf_children:
         conf[a, b] = conf[b, a] = True
     return SEM(X, edges, anc, conf, seed, H)
-
-
-def _closure(edges: np.ndarray) -> np.ndarray:
-    reach = edges.copy()
-    for k in range(edges.shape[0]):
-        reach |= reach[:, [k]] & reach[[k], :]
-    np.fill_diagonal(reach, False)
-    return reach
 
 
 # ---------------------------------------------------------------- real data: Sachs et al. (2005)
@@ -177,7 +170,7 @@ def load_sachs(directory=None) -> RealData:
     with open(d / "cyto_full_target.csv", newline="", encoding="utf-8") as fh:
         for cause, effect in list(csv.reader(fh))[1:]:
             edges[idx[cause.strip()], idx[effect.strip()]] = True
-    return RealData(X, names, edges, _closure(edges))
+    return RealData(X, names, edges, transitive_closure(edges))
 
 
 # ---------------------------------------------------------------- marks and metrics
@@ -362,7 +355,7 @@ def run_peer(name: str, X: np.ndarray, seed: int = 0) -> Estimate:
             G = ges(Xs, "local_score_BIC")["G"].graph
         directed, definite, bi, und = _cl_graph(G)
         scores = directed.astype(float) + 0.5 * und
-        return Estimate(_marks_from(directed, bi, und), _closure(definite), scores)
+        return Estimate(_marks_from(directed, bi, und), transitive_closure(definite), scores)
     import lingam
 
     if name == "resit":  # the regressor of lingam's own RESIT example
@@ -376,7 +369,7 @@ def run_peer(name: str, X: np.ndarray, seed: int = 0) -> Estimate:
     bi = np.isnan(B) | np.isnan(B.T)
     Bz = np.nan_to_num(B)
     directed = (Bz != 0).T
-    return Estimate(_marks_from(directed, bi), _closure(directed), np.abs(Bz).T)
+    return Estimate(_marks_from(directed, bi), transitive_closure(directed), np.abs(Bz).T)
 
 
 def peer_available(name: str) -> str | None:
