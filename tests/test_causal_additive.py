@@ -239,52 +239,6 @@ def test_causal_discovery_starts_at_the_drawn_orders_and_parent_sets(tmp_path):
             np.random.default_rng(0).normal(size=(40, 15)))
 
 
-def test_mediated_start_puts_a_hidden_unit_on_each_drawn_edge(tmp_path):
-    """``start="mediated"``: the additive start's draws, each drawn edge k -> i as a new hidden unit with k its
-    only parent and i its only child, between them in the order, and no direct edge k -> i added; the chains
-    start their activations with ``init_activations="parents"``. The control: the additive start's graph has
-    the direct edges and no such units."""
-    from chefs import causal as cc
-    from chefs.causal import CausalDiscovery
-
-    X = _sem(n=200)
-    graphs = {}
-    for start in ("mediated", "additive"):
-        cd = CausalDiscovery(seed=3, chains=2, sweeps=6, burn_in=2, thin=1, progress=False, start=start,
-                             out=tmp_path / start)
-        cd.map_ = None
-        cd._start_data = X
-        starts = cd._start_orders(4)
-        assert starts == [cc.start_order(cd._start_rows(c), [3, 7919, c, 2], "additive") for c in range(2)]
-        graphs[start] = (cd._initial_graph(4, 0, starts[0]), cd._initial_graph(4, 0, starts[0]))
-        plain = super(CausalDiscovery, cd)._initial_graph(4, 0, observed_order=cc.order_values(starts[0][0], 4).tolist())
-        del cd._start_data
-        edges = starts[0][1]
-        assert edges  # (the check below needs drawn edges)
-        g = graphs[start][0]
-        node = np.flatnonzero(g.observed)
-        have = set(zip(g.parents.tolist(), g.children.tolist()))
-        old = set(zip(plain.parents.tolist(), plain.children.tolist()))
-        mediators = [m for m in range(plain.num_nodes, g.num_nodes)]
-        if start == "mediated":
-            assert len(mediators) == len([e for e in edges if (int(node[e[0]]), int(node[e[1]])) not in old])
-            for m, (k, i) in zip(mediators, [e for e in edges if (int(node[e[0]]), int(node[e[1]])) not in old]):
-                assert not g.observed[m]
-                assert set(g.parents[g.children == m].tolist()) == {int(node[k])}
-                assert set(g.children[g.parents == m].tolist()) == {int(node[i])}
-                assert g.theta[node[i]] < g.theta[m] < g.theta[node[k]]
-                assert (int(node[k]), int(node[i])) not in have
-            assert cd.init_activations == "parents"
-        else:
-            assert not mediators and all((int(node[k]), int(node[i])) in have for k, i in edges)
-            assert cd.init_activations == "projection"
-        np.testing.assert_array_equal(graphs[start][0].theta, graphs[start][1].theta)  # (its own stream)
-    cd = CausalDiscovery(seed=3, chains=2, sweeps=6, burn_in=2, thin=1, progress=False, start="mediated",
-                         out=tmp_path / "run").fit(X)
-    loaded = CausalDiscovery.load(tmp_path / "run")
-    assert loaded.start == "mediated" and loaded.init_activations == "parents"
-
-
 def test_bagged_relations_and_the_benchmark_method(tmp_path, capsys):
     """``bagged_relations``: one surrogate pools its own draws; the probabilities are shares of drawn DAGs (an
     ancestor wherever an edge); bad sizes are refused. ``chefs bench causal --methods additive`` writes its rows."""

@@ -365,11 +365,12 @@ def test_load_restores_the_runs_prior_and_hyperparameter_settings(tmp_path):
     runs = {"cibp": BeliefNetwork(prior="cibp", sweeps=6, burn_in=2, thin=1, pilots=1, out=tmp_path / "c",
                                   progress=False).fit(X),
             "icp": BeliefNetwork(sweeps=6, burn_in=2, thin=1, pilots=1, phi=0.5, sample_hyper=("gamma",),
-                                 out=tmp_path / "i", progress=False).fit(X)}
+                                 init_activations="prior", out=tmp_path / "i", progress=False).fit(X)}
     c = BeliefNetwork.load(tmp_path / "c")
     assert c.prior == "cibp" and c.sample_hyper == ()  # the layered priors sample none of alpha, gamma, phi
     i = BeliefNetwork.load(tmp_path / "i")
     assert i.prior == "icp" and i.sample_hyper == ("gamma",) and i.phi == 0.5
+    assert i.init_activations == "prior" and c.init_activations == "projection"  # (the start, stop 56)
     assert runs["icp"].phi == 0.5
 
 

@@ -51,11 +51,8 @@ MAX_COLUMNS = 30
 #: (:mod:`chefs.causal_order`), with its best parent sets as edges of the start; docs/derivations.md 3.8, rule 13
 #: "additive" (an option since stop 55): an order and parent sets drawn exactly from an additive-noise surrogate's
 #: posterior on the chain's rows (:mod:`chefs.causal_additive`); docs/derivations.md 3.8, "A start drawn from an
-#: additive-noise order posterior"; "mediated" (an option since stop 56): the additive start with each start edge
-#: k -> i replaced by a hidden mediator k -> h -> i whose activations start as a feature of k (the projection of
-#: ``init_activations="parents"``), so that the chain starts with a nonlinear mechanism on each edge;
-#: docs/derivations.md 3.8, "Mediated starts"
-STARTS = ("residual", "prior", "marginal", "additive", "mediated")
+#: additive-noise order posterior"
+STARTS = ("residual", "prior", "marginal", "additive")
 #: the most observed variables ``start="marginal"`` takes: its search scores every parent set of up to three units
 #: among each unit's predecessors, O(D^4) regressions per chain (3-7 CPU s per chain at 8-10 columns, 18 at 12)
 MARGINAL_MAX_COLUMNS = 12
@@ -478,9 +475,9 @@ def start_order(X, seed, kind: str = "residual", X01=None, weight_prior=None) ->
     (``X`` on the unit scale) with the weight prior ``weight_prior``, and each variable's best parent set
     as start edges ``(parent column, child column)``. A function of its arguments alone, so that the
     chains' starts can be computed in other processes."""
-    if kind not in ("residual", "marginal", "additive", "mediated"):
-        raise ValueError(f"start_order's kind must be 'residual', 'marginal', 'additive' or 'mediated', got {kind!r}")
-    if kind in ("additive", "mediated"):  # (the same draws: the two differ in how _initial_graph adds the edges)
+    if kind not in ("residual", "marginal", "additive"):
+        raise ValueError(f"start_order's kind must be 'residual', 'marginal' or 'additive', got {kind!r}")
+    if kind == "additive":
         from .causal_additive import AdditiveOrderPosterior
 
         rng = np.random.default_rng(seed)
@@ -637,10 +634,8 @@ class CausalDiscovery(BeliefNetwork):
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
         kw.setdefault("chains", CAUSAL_CHAINS)
-        if start in ("residual", "marginal", "additive", "mediated"):
+        if start in ("residual", "marginal", "additive"):
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
-        if start == "mediated":
-            kw.setdefault("init_activations", "parents")
         kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
         kw.setdefault("weight_prior", CAUSAL_WEIGHT_PRIOR)
         kw.setdefault("alpha", CAUSAL_ALPHA)
@@ -764,29 +759,9 @@ class CausalDiscovery(BeliefNetwork):
             raise RuntimeError("the start's observed units are not at the order values they were drawn at")
         have = set(zip(g.parents.tolist(), g.children.tolist()))
         add = [(int(node[k]), int(node[i])) for k, i in extra if (int(node[k]), int(node[i])) not in have]
-        if self.start == "mediated":
-            return self._mediated_graph(g, add, chain)
         parents = np.r_[g.parents, np.array([a for a, _ in add], dtype=np.int64)]
         children = np.r_[g.children, np.array([b for _, b in add], dtype=np.int64)]
         return DAG(g.theta, g.observed, parents, children)
-
-    def _mediated_graph(self, g, add: list, chain: int):
-        """``g`` with one new hidden unit h per pair (k, i) of ``add`` and the edges k -> h -> i (instead of
-        k -> i), h's order value uniform on the middle half of (theta_i, theta_k), drawn from the chain's own
-        stream. Every order stays free."""
-        from .graph import DAG
-
-        rng = np.random.default_rng([self.seed, 7919, chain, 3])
-        n = g.num_nodes
-        theta = [float(t) for t in g.theta]
-        parents, children = list(g.parents.tolist()), list(g.children.tolist())
-        for m, (k, i) in enumerate(add):
-            lo, hi = theta[i], theta[k]
-            theta.append(lo + (hi - lo) * rng.uniform(0.25, 0.75))
-            parents += [k, n + m]
-            children += [n + m, i]
-        observed = np.r_[g.observed, np.zeros(len(add), dtype=bool)]
-        return DAG(np.array(theta), observed, np.array(parents, dtype=np.int64), np.array(children, dtype=np.int64))
 
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
@@ -801,8 +776,8 @@ class CausalDiscovery(BeliefNetwork):
         X, names = check_causal_data(X, names)
         from .causal_additive import ADDITIVE_MAX_COLUMNS
 
-        if self.start in ("additive", "mediated") and X.shape[1] > ADDITIVE_MAX_COLUMNS:
-            raise ValueError(f"start={self.start!r} takes at most {ADDITIVE_MAX_COLUMNS} columns (its exact sum over "
+        if self.start == "additive" and X.shape[1] > ADDITIVE_MAX_COLUMNS:
+            raise ValueError(f"start='additive' takes at most {ADDITIVE_MAX_COLUMNS} columns (its exact sum over "
                              f"orders holds D x 2^(D-1) terms), got {X.shape[1]}: use start='residual'")
         if self.start == "marginal" and X.shape[1] > MARGINAL_MAX_COLUMNS:
             raise ValueError(f"start='marginal' takes at most {MARGINAL_MAX_COLUMNS} columns (its order search grows as "

@@ -49,10 +49,7 @@ LOG_2PI = math.log(2 * math.pi)
 ACTIVATION_UPDATES = ("slice", "mtm", "mtm+slice")
 # How a fresh chain's hidden activations start (``init_activations``; NLGBN.project_activations,
 # docs/derivations.md section 3.5)
-# ("parents": the projection, except that a hidden unit whose parents are all observed projects onto
-# its parents' columns alone, so that a hidden mediator starts as a function of its causes; the
-# causal start "mediated", docs/derivations.md 3.8)
-INIT_ACTIVATIONS = ("projection", "prior", "parents")
+INIT_ACTIVATIONS = ("projection", "prior")
 # rows of NLGBN.stats (proposals, acceptances); "hmc" counts transitions and
 # accepted ones
 MOVE_NAMES = ("edge", "birth_death", "order", "depth", "activations", "hmc", "reversal", "relocate")
@@ -252,7 +249,7 @@ class NLGBN:
                 self.refresh_mu(state, i)
                 self.Y[i] = self.MU[i] + rng.normal(size=self.N) / math.sqrt(self.rho[i])
                 self.U[i] = expit(self.Y[i])
-        if self.init_activations in ("projection", "parents"):
+        if self.init_activations == "projection":
             self.project_activations(state, rng)
 
     def project_activations(self, state, rng) -> None:
@@ -266,20 +263,12 @@ class NLGBN:
         such features through the activation updates, and with structure moves
         already running it often loses its shared hidden units first (ring:
         3 of 6 chains ended with independent columns, docs/derivations.md 3.5).
-        With ``init_activations="parents"``, a unit whose parents are all observed (at least one)
-        takes ``v`` on its parents' columns alone.
         """
         X = self.Y[: self.D].T
         sd = X.std(axis=0)
         Xs = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
         for h in np.flatnonzero(state.alive & ~state.obs):
             v = rng.normal(size=self.D)
-            if self.init_activations == "parents":
-                pa = self.parents(state, h)
-                if pa.size and np.all(state.obs[pa]) and np.all(pa < self.D):
-                    keep = np.zeros(self.D, dtype=bool)
-                    keep[pa] = True
-                    v[~keep] = 0.0
             v /= max(np.linalg.norm(v), 1e-300)
             c = PROJECTION_OFFSET_SD * rng.normal()
             p = Xs @ v
