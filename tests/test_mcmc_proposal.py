@@ -82,7 +82,10 @@ def _stationarity_z(replicates, steps, seed, bias=0.0):
 
 # Stop 45: 4,000 replicates of 20 steps, seed 5: the passing run reads max |z| 0.39 (depth); the plant -0.3 reads
 # 6.94 (E), and -1 at 1,000 replicates 10.1 (19.46 at 4,000); a +0.3 plant reads 4.21, just below Z, and -0.5 10.45.
-@pytest.mark.parametrize("bias", [0.0, -0.3, -1.0], ids=["correct", "planted-0.3", "planted-1"])
+# The -0.3 plant (26 s, the suite's slowest test) runs with `pytest -m slow` since stop 56; the -1 plant, caught at a
+# quarter of the passing run's replicates, stays in the suite.
+@pytest.mark.parametrize("bias", [0.0, pytest.param(-0.3, marks=pytest.mark.slow), -1.0],
+                         ids=["correct", "planted-0.3", "planted-1"])
 def test_rjmcmc_proposal_leaves_the_prior_invariant_from_exact_draws(bias):
     zs = _stationarity_z(4000 if bias != -1.0 else 1000, 20, 5, bias)
     assert {"K", "E", "depth"} <= set(zs)
