@@ -7,7 +7,8 @@ back; nothing is refitted; the SEMs are rebuilt from their seeds by the benchmar
 
 * **What the wrong middle probabilities are.** Every ordered pair (i, j) whose pooled ``p_edge`` or ``p_ancestor``
   lies in [0.2, 0.8), by what holds in the SEM: the relation itself (true), the reverse edge or ancestry, an
-  indirect ancestry taken for an edge, a hidden common cause, a common observed ancestor, or nothing.
+  indirect ancestry taken for an edge, a hidden common cause, a common observed ancestor, or nothing (and of those,
+  the ones with a common observed descendant); and the same for the pairs at or above 0.8 (the top bin; stop 56).
 * **Each chain's order error**: over the SEM's true ancestral pairs (i an ancestor of j), the fraction of the
   chain's kept samples with i placed below j (theta_i < theta_j, so that i cannot be j's ancestor), averaged over
   the samples.
@@ -75,6 +76,8 @@ def main(argv=None):
     seeds = [int(s) for s in a.seeds.split(",")]
     composition = collections.Counter()
     totals = collections.Counter()
+    top = collections.Counter()
+    top_totals = collections.Counter()
     asserting = {"false": [], "true": []}
     print("| seed (D, H, N) | chains' order errors: min, median, max | Spearman(order error, log joint) | "
           "order error of the chain with the highest log joint |")
@@ -92,6 +95,13 @@ def main(argv=None):
                 if 0.2 <= P[i, j] < 0.8:
                     composition[(key, kind(sem, key, i, j))] += 1
                     totals[key] += 1
+                elif P[i, j] >= 0.8:
+                    top[(key, kind(sem, key, i, j))] += 1
+                    top_totals[key] += 1
+                else:
+                    continue
+                if kind(sem, key, i, j) == "unrelated" and (sem.ancestor[i, :] & sem.ancestor[j, :]).any():
+                    (composition if P[i, j] < 0.8 else top)[(key, "unrelated, with a common observed descendant")] += 1
         P = cd.summary_.p_edge
         for i, j in np.argwhere(off):
             if 0.2 <= P[i, j] < 0.8:
@@ -106,14 +116,15 @@ def main(argv=None):
         print(f"| {seed} ({D}, {H}, {N}) | {err.min():.2f}, {np.median(err):.2f}, {err.max():.2f} | {rho:+.2f} | "
               f"{err[int(np.argmax(joint))]:.2f} |")
     print()
-    print("| probability | what holds in the SEM | pairs in [0.2, 0.8) | share |")
-    print("|---|---|---|---|")
-    for key in ("p_edge", "p_ancestor"):
-        for k in KINDS:
-            n = composition[(key, k)]
-            if n:
-                print(f"| {key} | {k} | {n} | {n / totals[key]:.2f} |")
-    print()
+    for label, counts, sums in (("[0.2, 0.8)", composition, totals), ("[0.8, 1.0]", top, top_totals)):
+        print(f"| probability | what holds in the SEM | pairs in {label} | share |")
+        print("|---|---|---|---|")
+        for key in ("p_edge", "p_ancestor"):
+            for k in KINDS + ("unrelated, with a common observed descendant",):
+                n = counts[(key, k)]
+                if n:
+                    print(f"| {key} | {k} | {n} | {n / sums[key]:.2f} |")
+        print()
     print("| middle-bin p_edge pairs | pairs | mean order error: chains asserting / the others | asserting higher |")
     print("|---|---|---|---|")
     for k, v in asserting.items():
