@@ -239,6 +239,38 @@ def test_causal_discovery_starts_at_the_drawn_orders_and_parent_sets(tmp_path):
             np.random.default_rng(0).normal(size=(40, 15)))
 
 
+def test_additive_order_start_keeps_the_order_and_drops_the_edges(tmp_path):
+    """``start="additive-order"``: each chain at the additive start's order (the same draw), with none of its parent
+    sets as start edges: the start graph is the one drawn at that order with no edge added (the control: the additive
+    start's graph holds the drawn edges)."""
+    from chefs import causal as cc
+    from chefs.causal import CausalDiscovery
+
+    X = _sem(n=200)
+    kw = dict(seed=3, chains=2, sweeps=6, burn_in=2, thin=1, progress=False)
+    graphs = {}
+    for start in ("additive-order", "additive"):
+        cd = CausalDiscovery(start=start, out=tmp_path / start, **kw)
+        cd.map_ = None
+        cd._start_data = X
+        starts = cd._start_orders(4)
+        graphs[start] = (starts, cd._initial_graph(4, 0, starts[0]))
+        del cd._start_data
+    (orders, g), (full, g_full) = graphs["additive-order"], graphs["additive"]
+    assert [o for o, _ in orders] == [o for o, _ in full] and all(not e for _, e in orders)
+    assert any(e for _, e in full)
+    node = np.flatnonzero(g.observed)
+    assert list(np.argsort(-g.theta[node])) == orders[0][0]
+    edges = set(zip(g.parents.tolist(), g.children.tolist()))
+    full_edges = set(zip(g_full.parents.tolist(), g_full.children.tolist()))
+    drawn = {(int(node[k]), int(node[i])) for k, i in full[0][1]}
+    assert drawn <= full_edges and edges == full_edges - (drawn - edges)
+    assert not drawn <= edges
+    with pytest.raises(ValueError, match="start='additive-order' takes at most 14"):
+        CausalDiscovery(start="additive-order", chains=1, sweeps=4, burn_in=2, thin=1, progress=False).fit(
+            np.random.default_rng(0).normal(size=(40, 15)))
+
+
 def test_bagged_relations_and_the_benchmark_method(tmp_path, capsys):
     """``bagged_relations``: one surrogate pools its own draws; the probabilities are shares of drawn DAGs (an
     ancestor wherever an edge); bad sizes are refused. ``chefs bench causal --methods additive`` writes its rows."""

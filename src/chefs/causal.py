@@ -51,8 +51,9 @@ MAX_COLUMNS = 30
 #: (:mod:`chefs.causal_order`), with its best parent sets as edges of the start; docs/derivations.md 3.8, rule 13
 #: "additive" (an option since stop 55): an order and parent sets drawn exactly from an additive-noise surrogate's
 #: posterior on the chain's rows (:mod:`chefs.causal_additive`); docs/derivations.md 3.8, "A start drawn from an
-#: additive-noise order posterior"
-STARTS = ("residual", "prior", "marginal", "additive")
+#: additive-noise order posterior"; "additive-order" (stop 56): the additive start's order alone, without its
+#: parent sets as start edges
+STARTS = ("residual", "prior", "marginal", "additive", "additive-order")
 #: the most observed variables ``start="marginal"`` takes: its search scores every parent set of up to three units
 #: among each unit's predecessors, O(D^4) regressions per chain (3-7 CPU s per chain at 8-10 columns, 18 at 12)
 MARGINAL_MAX_COLUMNS = 12
@@ -475,15 +476,17 @@ def start_order(X, seed, kind: str = "residual", X01=None, weight_prior=None) ->
     (``X`` on the unit scale) with the weight prior ``weight_prior``, and each variable's best parent set
     as start edges ``(parent column, child column)``. A function of its arguments alone, so that the
     chains' starts can be computed in other processes."""
-    if kind not in ("residual", "marginal", "additive"):
-        raise ValueError(f"start_order's kind must be 'residual', 'marginal' or 'additive', got {kind!r}")
-    if kind == "additive":
+    if kind not in ("residual", "marginal", "additive", "additive-order"):
+        raise ValueError(f"start_order's kind must be 'residual', 'marginal', 'additive' or 'additive-order', "
+                         f"got {kind!r}")
+    if kind in ("additive", "additive-order"):
         from .causal_additive import AdditiveOrderPosterior
 
         rng = np.random.default_rng(seed)
         post = AdditiveOrderPosterior(X, rng=rng)
         order = post.sample_order(rng)
-        return order, post.sample_parents(order, rng)
+        parents = post.sample_parents(order, rng)  # (drawn for "additive-order" too: the same order either way)
+        return order, parents if kind == "additive" else []
     order = residual_order(X, seed)
     extra = []
     if kind == "marginal":
@@ -587,7 +590,8 @@ class CausalDiscovery(BeliefNetwork):
     (at most three) added to the start as edges (a few seconds more per chain for ten columns); "additive": an
     order and parent sets (at most three parents) drawn exactly from the posterior of an additive-noise model
     with spline mechanisms on the same rows (:mod:`chefs.causal_additive`), the parent sets added as edges (at
-    most 14 columns; about a second per chain for ten). The
+    most 14 columns; about a second per chain for ten); "additive-order": the same order draw without the parent
+    sets as start edges, so that the chain's own moves build its edges and hidden causes (stop 56). The
     residual orders are computed one chain after the other before sampling starts: O(D^2)
     regressions on at most 5,000 rows each, seconds for ten columns, about half a minute per chain
     for thirty.
@@ -634,7 +638,7 @@ class CausalDiscovery(BeliefNetwork):
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
         kw.setdefault("chains", CAUSAL_CHAINS)
-        if start in ("residual", "marginal", "additive"):
+        if start in ("residual", "marginal", "additive", "additive-order"):
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
         kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
         kw.setdefault("weight_prior", CAUSAL_WEIGHT_PRIOR)
@@ -776,8 +780,8 @@ class CausalDiscovery(BeliefNetwork):
         X, names = check_causal_data(X, names)
         from .causal_additive import ADDITIVE_MAX_COLUMNS
 
-        if self.start == "additive" and X.shape[1] > ADDITIVE_MAX_COLUMNS:
-            raise ValueError(f"start='additive' takes at most {ADDITIVE_MAX_COLUMNS} columns (its exact sum over "
+        if self.start in ("additive", "additive-order") and X.shape[1] > ADDITIVE_MAX_COLUMNS:
+            raise ValueError(f"start={self.start!r} takes at most {ADDITIVE_MAX_COLUMNS} columns (its exact sum over "
                              f"orders holds D x 2^(D-1) terms), got {X.shape[1]}: use start='residual'")
         if self.start == "marginal" and X.shape[1] > MARGINAL_MAX_COLUMNS:
             raise ValueError(f"start='marginal' takes at most {MARGINAL_MAX_COLUMNS} columns (its order search grows as "

@@ -66,7 +66,8 @@ def register(sub) -> None:
                         "'marginal' (the residual order improved by the observed-only model's marginal likelihood, "
                         "with its best parent sets as start edges; docs/derivations.md 3.8, stop 52) or "
                         "'additive' (an order and parent sets drawn from an additive-noise model's posterior on "
-                        "the chain's rows, at most 14 columns; stop 55)")
+                        "the chain's rows, at most 14 columns; stop 55) or 'additive-order' (that order alone, "
+                        "without the parent sets as start edges; stop 56)")
     d.add_argument("--warmup", type=nonneg_int, default=None,
                    help="first sweeps with the structure held fixed (default: burn-in / 2, at most 300)")
     d.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
