@@ -867,7 +867,7 @@ def test_residual_order_recovers_an_additive_noise_chain(monkeypatch, planted):
 
 
 def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
-    """start="residual" (the default): chain 0 starts at the prior recipe drawn with the observed units at
+    """start="residual" (the default until stop 56, and the default "auto"'s on more than 14 columns): chain 0 starts at the prior recipe drawn with the observed units at
     order_values(residual_order(data)), chain c > 0 at that of a bootstrap resample, and the stored starts
     leave every order free (the ICP sampler marks orders it is given as fixed; a fixed flag would freeze
     them for the whole run), so the order moves change them. init_hidden=0 starts at the observed units
@@ -877,7 +877,9 @@ def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
     from chefs.mcmc.diagnostics import kept_graphs
     from chefs.priors.icp import ICP
 
-    assert cc.START == "residual" and CausalDiscovery().start == "residual"
+    assert cc.START == "auto" and CausalDiscovery().start == "auto"
+    assert cc.resolve_start("auto", 14) == "additive-order" and cc.resolve_start("auto", 15) == "residual"
+    assert cc.resolve_start("residual", 3) == "residual"
     from chefs.bench.causal import FULL
 
     assert CausalDiscovery().chains == cc.CAUSAL_CHAINS == FULL["chains"] == 16  # the benchmark measures the default
@@ -885,7 +887,8 @@ def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
     assert CausalDiscovery(start="prior").init_hidden == BeliefNetwork().init_hidden == 10.0  # stops 34-40's start
     X = _anm_chain(4)[:, [2, 0, 1]]   # columns z, x, y
     run = tmp_path / "run"
-    cd = CausalDiscovery(seed=5, chains=2, out=run, sweeps=40, burn_in=10, thin=1, progress=False).fit(X)
+    cd = CausalDiscovery(seed=5, chains=2, out=run, sweeps=40, burn_in=10, thin=1, progress=False,
+                         start="residual").fit(X)
     spec = json.loads((run / "config.json").read_text())
     gamma = cd.init_hidden / sum(1.0 / (1.0 + r) for r in range(3))
     for c, g in enumerate(spec["initial_graphs"]):
@@ -904,7 +907,7 @@ def test_residual_start_is_stored_per_chain_with_free_orders(tmp_path):
     assert (back.start, back.init_hidden) == ("residual", 2.0)
     np.testing.assert_allclose(cc.order_values([2, 0, 1], 3), [0.5, 0.05, 0.95])
     assert not hasattr(cd, "_start_data")
-    empty = CausalDiscovery(seed=5, chains=2, init_hidden=0)
+    empty = CausalDiscovery(seed=5, chains=2, init_hidden=0, start="residual")
     empty._start_data = X
     g0 = empty._initial_graphs(3)[0]
     assert g0.theta.size == 3 and not g0.fixed.any()

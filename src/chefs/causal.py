@@ -52,12 +52,24 @@ MAX_COLUMNS = 30
 #: "additive" (an option since stop 55): an order and parent sets drawn exactly from an additive-noise surrogate's
 #: posterior on the chain's rows (:mod:`chefs.causal_additive`); docs/derivations.md 3.8, "A start drawn from an
 #: additive-noise order posterior"; "additive-order" (stop 56): the additive start's order alone, without its
-#: parent sets as start edges
-STARTS = ("residual", "prior", "marginal", "additive", "additive-order")
+#: parent sets as start edges; "auto" (the default since stop 56, rule 16): "additive-order" on data of at most
+#: ADDITIVE_MAX_COLUMNS columns, "residual" on wider data (:func:`resolve_start`)
+STARTS = ("auto", "residual", "prior", "marginal", "additive", "additive-order")
 #: the most observed variables ``start="marginal"`` takes: its search scores every parent set of up to three units
 #: among each unit's predecessors, O(D^4) regressions per chain (3-7 CPU s per chain at 8-10 columns, 18 at 12)
 MARGINAL_MAX_COLUMNS = 12
-START = "residual"
+START = "auto"
+
+
+def resolve_start(start: str, num_columns: int) -> str:
+    """The start a run of ``num_columns`` columns uses: ``start`` itself unless it is "auto", which is
+    "additive-order" on at most :data:`chefs.causal_additive.ADDITIVE_MAX_COLUMNS` columns (its exact sum over
+    orders) and "residual" on more (docs/derivations.md 3.8, rule 16)."""
+    if start != "auto":
+        return start
+    from .causal_additive import ADDITIVE_MAX_COLUMNS
+
+    return "additive-order" if num_columns <= ADDITIVE_MAX_COLUMNS else "residual"
 
 
 # ------------------------------------------------------------------ relations
@@ -638,7 +650,7 @@ class CausalDiscovery(BeliefNetwork):
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
         kw.setdefault("chains", CAUSAL_CHAINS)
-        if start in ("residual", "marginal", "additive", "additive-order"):
+        if start in ("auto", "residual", "marginal", "additive", "additive-order"):
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
         kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
         kw.setdefault("weight_prior", CAUSAL_WEIGHT_PRIOR)
@@ -665,9 +677,9 @@ class CausalDiscovery(BeliefNetwork):
         ``start="prior"``, chain 0's start is the shared start of runs before stop 34. None for
         an empty prior start (``start="prior"``, ``init_hidden=0``: each chain then draws its
         observed orders from its own stream)."""
-        if not self.init_hidden and self.start == "prior":
+        if not self.init_hidden and resolve_start(self.start, D) == "prior":
             return None
-        if self.start == "prior":
+        if resolve_start(self.start, D) == "prior":
             return [self._initial_graph(D, c) for c in range(int(self.chains))]  # checked by check_run_settings
         orders = self._start_orders(D)
         return [self._initial_graph(D, c, orders[c]) for c in range(int(self.chains))]
@@ -682,8 +694,9 @@ class CausalDiscovery(BeliefNetwork):
     def _start_task(self, chain: int) -> tuple:
         """The arguments of chain ``chain``'s :func:`start_order`."""
         X = self._start_rows(chain)
-        marginal = self.start == "marginal"
-        return (X, [self.seed, 7919, chain, 2], self.start, self.map_.forward(X) if marginal else None,
+        start = resolve_start(self.start, X.shape[1])
+        marginal = start == "marginal"
+        return (X, [self.seed, 7919, chain, 2], start, self.map_.forward(X) if marginal else None,
                 self.weight_prior)
 
     def _start_orders(self, D: int) -> list:
@@ -744,7 +757,7 @@ class CausalDiscovery(BeliefNetwork):
         does. Only the start: the drawn DAG's observed orders are set free (the ICP sampler
         marks orders it was given as fixed), so the order moves sample them from there on.
         With ``init_hidden=0`` the start is the observed units alone at those orders."""
-        if self.start == "prior":
+        if resolve_start(self.start, D) == "prior":
             return super()._initial_graph(D, chain)
         from .graph import DAG
 
@@ -769,7 +782,7 @@ class CausalDiscovery(BeliefNetwork):
 
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
-        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_, "start": self.start,
+        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_, "start": resolve_start(self.start, len(self.names_)),
                                                           "init_hidden": self.init_hidden}))
 
     def fit(self, X, names=None) -> "CausalDiscovery":
@@ -780,6 +793,7 @@ class CausalDiscovery(BeliefNetwork):
         X, names = check_causal_data(X, names)
         from .causal_additive import ADDITIVE_MAX_COLUMNS
 
+        self.start_ = resolve_start(self.start, X.shape[1])  # (what the run's files record)
         if self.start in ("additive", "additive-order") and X.shape[1] > ADDITIVE_MAX_COLUMNS:
             raise ValueError(f"start={self.start!r} takes at most {ADDITIVE_MAX_COLUMNS} columns (its exact sum over "
                              f"orders holds D x 2^(D-1) terms), got {X.shape[1]}: use start='residual'")
@@ -831,7 +845,8 @@ class CausalDiscovery(BeliefNetwork):
         net = super().load(run_dir, chains)
         columns = json.loads((Path(run_dir) / COLUMNS_FILE).read_text())
         net.names_ = columns["names"]
-        net.start = columns.get("start", "prior")  # runs before stop 41 started at prior draws
+        net.start = columns.get("start", "prior")  # runs before stop 41 started at prior draws (a run records the start it used)
+        net.start_ = net.start
         net.init_hidden = float(columns.get("init_hidden", 10.0))  # what the run's starts were drawn with
         # the run's files summarise all its chains: a read of some chains (chains=[i]) leaves them as they are
         net._summarise(write=chains is None)

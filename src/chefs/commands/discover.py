@@ -60,8 +60,10 @@ def register(sub) -> None:
     d.add_argument("--pilots", type=positive_int, default=1, metavar="P",
                    help="multi-start pilots per chain (docs/derivations.md 3.7)")
     d.add_argument("--start", choices=STARTS, default=START,
-                   help="where each chain's observed orders begin: 'residual' (default: a residual-independence "
-                        "ordering of the data, chain 0 on the data and the others on bootstrap resamples) or "
+                   help="where each chain's observed orders begin: 'auto' (default since stop 56: "
+                        "'additive-order' on at most 14 columns, 'residual' on more) or 'residual' (a "
+                        "residual-independence ordering of the data, chain 0 on the data and the others on "
+                        "bootstrap resamples; the default until stop 56) or "
                         "'prior' (a random prior draw per chain; with --chains 2, the runs of stops 34-40) or "
                         "'marginal' (the residual order improved by the observed-only model's marginal likelihood, "
                         "with its best parent sets as start edges; docs/derivations.md 3.8, stop 52) or "
