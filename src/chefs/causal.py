@@ -782,7 +782,8 @@ class CausalDiscovery(BeliefNetwork):
 
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
-        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_, "start": resolve_start(self.start, len(self.names_)),
+        start = resolve_start(self.start, len(self.names_))  # the start the run used, not "auto"
+        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_, "start": start,
                                                           "init_hidden": self.init_hidden}))
 
     def fit(self, X, names=None) -> "CausalDiscovery":
@@ -845,7 +846,8 @@ class CausalDiscovery(BeliefNetwork):
         net = super().load(run_dir, chains)
         columns = json.loads((Path(run_dir) / COLUMNS_FILE).read_text())
         net.names_ = columns["names"]
-        net.start = columns.get("start", "prior")  # runs before stop 41 started at prior draws (a run records the start it used)
+        # the start the run used (runs before stop 41 started at prior draws)
+        net.start = columns.get("start", "prior")
         net.start_ = net.start
         net.init_hidden = float(columns.get("init_hidden", 10.0))  # what the run's starts were drawn with
         # the run's files summarise all its chains: a read of some chains (chains=[i]) leaves them as they are
