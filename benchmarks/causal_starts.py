@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|")
     for D in columns:
         X = make_sem(args.seed, D, 1, args.rows).X
-        cd = cc.CausalDiscovery(seed=args.seed, chains=args.chains, progress=False)
+        cd = cc.CausalDiscovery(seed=args.seed, chains=args.chains, progress=False, start="residual")
         cd.map_ = UnitMap.fit(X, cd.margin, False, False)
         cd._start_data = X
         res = {}
@@ -69,7 +69,8 @@ def main(argv=None) -> int:
                 cc.START_POOL_SECONDS = threshold
                 run = Path(tmp) / arm
                 w0, c0 = time.perf_counter(), _cpu()
-                cc.CausalDiscovery(seed=args.seed, chains=args.chains, out=run, force=True, progress=False).fit(X)
+                cc.CausalDiscovery(seed=args.seed, chains=args.chains, out=run, force=True, progress=False,
+                                   start="residual").fit(X)
                 out[arm] = ((run / "edges.csv").read_text(), time.perf_counter() - w0, _cpu() - c0)
             cc.START_POOL_SECONDS = default
         (es, ws, cs), (ep, wp, cp) = out["serial"], out["pool"]

@@ -1357,7 +1357,7 @@ def test_marginal_start_adds_the_best_parent_sets_at_the_searched_order(tmp_path
         want = {(int(obs[k]), int(obs[i])) for i, pa in sc.best_parents(order) for k in pa}
         assert want and want <= edges
         # without the added edges the start's observed units would have no observed parents at all here
-        residual = cc.CausalDiscovery(seed=5, chains=2, progress=False)
+        residual = cc.CausalDiscovery(seed=5, chains=2, progress=False, start="residual")
         residual._start_data, residual.map_ = X, cd.map_
         g_res = residual._initial_graph(3, c).to_dict()
         assert not want <= {(int(p), int(q)) for p, q in g_res["edges"]}

@@ -1,6 +1,7 @@
 """The additive-noise surrogate behind ``start="additive"`` (chefs.causal_additive): its Bayes factor against an
 independent quadrature, its sum over orders against brute force, and its exact draws of orders and parent sets
 against their enumerated posterior, each with a planted error that the check catches."""
+import json
 from itertools import permutations
 
 import numpy as np
@@ -266,6 +267,10 @@ def test_additive_order_start_keeps_the_order_and_drops_the_edges(tmp_path):
     drawn = {(int(node[k]), int(node[i])) for k, i in full[0][1]}
     assert drawn <= full_edges and edges == full_edges - (drawn - edges)
     assert not drawn <= edges
+    # the default "auto" is this start on at most 14 columns, and the run records the start it used
+    CausalDiscovery(seed=3, chains=1, sweeps=4, burn_in=2, thin=1, progress=False, out=tmp_path / "auto").fit(X)
+    assert json.loads((tmp_path / "auto" / "causal-columns.json").read_text())["start"] == "additive-order"
+    assert CausalDiscovery.load(tmp_path / "auto").start == "additive-order"
     with pytest.raises(ValueError, match="start='additive-order' takes at most 14"):
         CausalDiscovery(start="additive-order", chains=1, sweeps=4, burn_in=2, thin=1, progress=False).fit(
             np.random.default_rng(0).normal(size=(40, 15)))

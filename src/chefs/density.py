@@ -749,8 +749,9 @@ class BeliefNetwork:
             net.pilot_sweeps = int(spec["model"]["pilot_sweeps"])
         net.pilot_draws = int(spec["model"].get("pilot_draws", LEGACY_PILOT_DRAWS))
         net.pilot_structures = bool(spec["model"].get("pilot_structures", False))
-        if "init_activations" in spec["model"]:  # the run's start, so that a refit repeats it
-            net.init_activations = spec["model"]["init_activations"]
+        # the run's start, so that a refit repeats it (runs written before the key started from the prior, as
+        # models.nlgbn.model_from_spec reads them)
+        net.init_activations = spec["model"].get("init_activations", "prior")
         net.weight_prior = check_weight_prior(spec["model"].get("weight_prior"))  # the run's, not the class default
         net.prior = (spec["model"].get("structure_prior") or {}).get("name", "icp")  # a CIBP/ECIBP run stays one
         cfg = spec.get("config", {})  # the run's hyperparameter settings, so that a refit repeats them
