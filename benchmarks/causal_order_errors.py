@@ -92,16 +92,14 @@ def main(argv=None):
         for key in ("p_edge", "p_ancestor"):
             P = getattr(cd.summary_, key)
             for i, j in np.argwhere(off):
-                if 0.2 <= P[i, j] < 0.8:
-                    composition[(key, kind(sem, key, i, j))] += 1
-                    totals[key] += 1
-                elif P[i, j] >= 0.8:
-                    top[(key, kind(sem, key, i, j))] += 1
-                    top_totals[key] += 1
-                else:
+                if P[i, j] < 0.2:
                     continue
-                if kind(sem, key, i, j) == "unrelated" and (sem.ancestor[i, :] & sem.ancestor[j, :]).any():
-                    (composition if P[i, j] < 0.8 else top)[(key, "unrelated, with a common observed descendant")] += 1
+                counts, sums = (composition, totals) if P[i, j] < 0.8 else (top, top_totals)
+                k = kind(sem, key, i, j)
+                counts[(key, k)] += 1
+                sums[key] += 1
+                if k == "unrelated" and (sem.ancestor[i, :] & sem.ancestor[j, :]).any():
+                    counts[(key, "unrelated, with a common observed descendant")] += 1
         P = cd.summary_.p_edge
         for i, j in np.argwhere(off):
             if 0.2 <= P[i, j] < 0.8:

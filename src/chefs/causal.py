@@ -497,8 +497,7 @@ def start_order(X, seed, kind: str = "residual", X01=None, weight_prior=None) ->
         rng = np.random.default_rng(seed)
         post = AdditiveOrderPosterior(X, rng=rng)
         order = post.sample_order(rng)
-        parents = post.sample_parents(order, rng)  # (drawn for "additive-order" too: the same order either way)
-        return order, parents if kind == "additive" else []
+        return order, post.sample_parents(order, rng) if kind == "additive" else []
     order = residual_order(X, seed)
     extra = []
     if kind == "marginal":
@@ -677,9 +676,9 @@ class CausalDiscovery(BeliefNetwork):
         ``start="prior"``, chain 0's start is the shared start of runs before stop 34. None for
         an empty prior start (``start="prior"``, ``init_hidden=0``: each chain then draws its
         observed orders from its own stream)."""
-        if not self.init_hidden and resolve_start(self.start, D) == "prior":
-            return None
         if resolve_start(self.start, D) == "prior":
+            if not self.init_hidden:
+                return None
             return [self._initial_graph(D, c) for c in range(int(self.chains))]  # checked by check_run_settings
         orders = self._start_orders(D)
         return [self._initial_graph(D, c, orders[c]) for c in range(int(self.chains))]
@@ -782,8 +781,8 @@ class CausalDiscovery(BeliefNetwork):
 
     def _write_run_files(self, run) -> None:
         # before sampling, so that an interrupted run is known as a causal one to `chefs resume`
-        start = resolve_start(self.start, len(self.names_))  # the start the run used, not "auto"
-        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_, "start": start,
+        # the start the run used (fit's resolution of "auto")
+        (Path(run) / COLUMNS_FILE).write_text(json.dumps({"names": self.names_, "start": self.start_,
                                                           "init_hidden": self.init_hidden}))
 
     def fit(self, X, names=None) -> "CausalDiscovery":
@@ -794,7 +793,7 @@ class CausalDiscovery(BeliefNetwork):
         X, names = check_causal_data(X, names)
         from .causal_additive import ADDITIVE_MAX_COLUMNS
 
-        self.start_ = resolve_start(self.start, X.shape[1])  # (what the run's files record)
+        self.start_ = resolve_start(self.start, X.shape[1])  # the start used (what the run's files record)
         if self.start in ("additive", "additive-order") and X.shape[1] > ADDITIVE_MAX_COLUMNS:
             raise ValueError(f"start={self.start!r} takes at most {ADDITIVE_MAX_COLUMNS} columns (its exact sum over "
                              f"orders holds D x 2^(D-1) terms), got {X.shape[1]}: use start='residual'")
