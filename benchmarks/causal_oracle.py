@@ -1,0 +1,118 @@
+"""Issue 23's hidden common causes, read from a start at the answer: do the chains keep a true hidden confounder?
+
+    python benchmarks/causal_oracle.py [--seeds 10,11,13,14] [--chains 4] [--sweeps 2000] [--out DIR]
+
+A diagnostic that uses the answer (never a method). For each SEM seed of the benchmark's generator
+(``chefs.bench.causal.make_sem`` at the full settings' sizes), two runs of :class:`chefs.CausalDiscovery` with the
+benchmark's full chain settings (burn-in half the sweeps, thin 10) and its defaults otherwise, every chain started at
+
+* ``truth``: the true structure: the observed units at the true causal order (``chefs.causal.order_values``), the
+  true edges among them, and a hidden root unit as the common parent of each confounded pair (two confounders of
+  one pair, which the generator can draw, are one unit here);
+* ``truth-no-conf``: the same without the hidden units (what an observed-only start can hold at best).
+
+The order values stay free and every move runs as in the default, so the chains may keep, drop or replace anything.
+Per run: SHD and ancestral F1 (the benchmark's readings), the posterior of the number of latent common causes, and
+for each truly confounded pair its ``p_confounded``, the probability of a direct edge in either direction, and
+whether the two variables are also ancestrally related in the SEM. One JSON line per run on the standard output;
+the runs' directories under ``--out`` (default: a temporary directory, removed).
+
+Stop 57 ran it on development seeds 10, 11, 13, 14 and 15, 17, 18, 19 (the seeds of 10-19 with confounders;
+docs/results-causal.md, stop 57).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+
+def true_structure_start(sem, with_confounders: bool = True):
+    """The DAG of the SEM's structure as a start (module docstring): observed node d is data column d, at the order
+    value of its place in a topological order (roots highest); hidden node D + k is the k-th confounded pair's
+    common parent, just above the higher of its two children."""
+    from chefs.causal import order_values
+    from chefs.graph import DAG
+
+    D = sem.edges.shape[0]
+    order = sorted(range(D), key=lambda j: int(sem.ancestor[:, j].sum()))  # ancestors come first
+    theta = list(order_values(order, D))
+    parents, children = [int(a) for a in np.nonzero(sem.edges)[0]], [int(b) for b in np.nonzero(sem.edges)[1]]
+    observed = [True] * D
+    if with_confounders:
+        for a, b in confounded_pairs(sem):
+            h = len(theta)
+            # distinct free orders, above both children (order values are spaced 0.9 / (D - 1) >= 0.1 apart)
+            theta.append(min(0.99, max(theta[a], theta[b]) + 0.02 + 0.003 * h))
+            observed.append(False)
+            parents += [h, h]
+            children += [a, b]
+    return DAG(np.array(theta), np.array(observed), parents, children)
+
+
+def confounded_pairs(sem) -> list[tuple[int, int]]:
+    """The pairs (a < b) of observed variables that share a hidden confounder in the SEM."""
+    D = sem.edges.shape[0]
+    return [(a, b) for a in range(D) for b in range(a + 1, D) if sem.confounded[a, b]]
+
+
+def _oracle_class():
+    from chefs.causal import CausalDiscovery
+
+    class OracleStart(CausalDiscovery):
+        """Every chain at :func:`true_structure_start` (the rest of the default unchanged)."""
+
+        def __init__(self, sem, with_confounders, **kw):
+            super().__init__(**kw)
+            self._sem, self._with_confounders = sem, with_confounders
+
+        def _initial_graphs(self, D):
+            return [true_structure_start(self._sem, self._with_confounders)] * int(self.chains)
+
+    return OracleStart
+
+
+def run(seed: int, with_confounders: bool, chains: int, sweeps: int, out: Path) -> dict:
+    from chefs.bench.causal import icp_estimate, make_sem, metrics, sem_settings
+
+    D, H, N = sem_settings(seed, False)
+    sem = make_sem(seed, D, H, N)
+    start = "truth" if with_confounders else "truth-no-conf"
+    cd = _oracle_class()(sem, with_confounders, sweeps=sweeps, burn_in=sweeps // 2, thin=10, chains=chains,
+                         seed=seed, out=out / f"seed{seed}-{start}", force=True, progress=False)
+    cd.fit(sem.X)
+    est = icp_estimate(cd.summary_)
+    m = metrics(est, sem)
+    P = est.probs
+    return {"seed": seed, "D": D, "H": H, "N": N, "start": start, "shd": int(m["shd"]),
+            "anc_f1": round(float(m["anc_f1"]), 3),
+            "latent_causes": {str(k): round(v, 4) for k, v in cd.summary_.confounder_distribution().items()},
+            "confounded_pairs": [{"pair": [a, b], "p_confounded": round(float(P["p_confounded"][a, b]), 3),
+                                  "p_edge_either": round(float(P["p_edge"][a, b] + P["p_edge"][b, a]), 3),
+                                  "related": bool(sem.ancestor[a, b] or sem.ancestor[b, a])}
+                                 for a, b in confounded_pairs(sem)]}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="10,11,13,14")
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--sweeps", type=int, default=2000)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if args.chains < 1 or args.sweeps < 20:
+        raise SystemExit("causal_oracle: --chains must be at least 1 and --sweeps at least 20")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(args.out) if args.out else Path(tmp)
+        for seed in seeds:
+            for with_confounders in (True, False):
+                print(json.dumps(run(seed, with_confounders, args.chains, args.sweeps, out)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""benchmarks/causal_oracle.py: its start is the SEM's own structure (checked through the library's latent
+projection), a tiny run keeps that start's relations in its first sample, and its option check."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from .conftest import load_script
+
+co = load_script("benchmarks/causal_oracle.py")
+
+
+@pytest.mark.parametrize("seed", [10, 11, 15])
+def test_the_start_is_the_sems_structure(seed):
+    from chefs.bench.causal import make_sem, sem_settings
+    from chefs.causal import relations
+
+    sem = make_sem(seed, *sem_settings(seed, False))
+    D = sem.edges.shape[0]
+    pairs = co.confounded_pairs(sem)
+    assert pairs and all(sem.confounded[a, b] for a, b in pairs)
+    g = co.true_structure_start(sem)
+    assert g.observed[:D].all() and not g.observed[D:].any() and g.num_nodes == D + len(pairs)
+    edge, anc, conf, k = relations(g.to_dict())
+    np.testing.assert_array_equal(edge, sem.edges)  # a hidden root adds no directed edge
+    np.testing.assert_array_equal(anc, sem.ancestor)
+    np.testing.assert_array_equal(conf, sem.confounded)
+    assert k == len(pairs)
+    h = co.true_structure_start(sem, with_confounders=False)
+    edge0, anc0, conf0, k0 = relations(h.to_dict())
+    np.testing.assert_array_equal(edge0, sem.edges)
+    np.testing.assert_array_equal(anc0, sem.ancestor)
+    assert not conf0.any() and k0 == 0
+
+
+def test_a_tiny_run_reports_its_pairs(tmp_path, capsys):
+    co.main(["--seeds", "14", "--chains", "1", "--sweeps", "20", "--out", str(tmp_path)])
+    lines = [json.loads(s) for s in capsys.readouterr().out.splitlines()]
+    assert [r["start"] for r in lines] == ["truth", "truth-no-conf"]
+    for r in lines:
+        assert r["seed"] == 14 and [p["pair"] for p in r["confounded_pairs"]] == [[1, 3], [2, 3]]
+        assert all(0 <= p["p_confounded"] <= 1 and 0 <= p["p_edge_either"] <= 2 for p in r["confounded_pairs"])
+        assert abs(sum(r["latent_causes"].values()) - 1) < 1e-9
+    # without the hidden units the start has no common cause, and 20 sweeps from the truth keep some
+    assert lines[1]["latent_causes"].get("0", 0) > 0 and lines[0]["latent_causes"].get("0", 0) < 1
+    with pytest.raises(SystemExit):
+        co.main(["--chains", "0"])
