@@ -1,5 +1,6 @@
 """benchmarks/causal_oracle.py: its start is the SEM's own structure (checked through the library's latent
-projection), a tiny run keeps that start's relations in its first sample, and its option check."""
+projection; a start that miswires a confounder or misorders the variables fails it), a tiny run's report, and its
+option check."""
 
 from __future__ import annotations
 
@@ -44,7 +45,5 @@ def test_a_tiny_run_reports_its_pairs(tmp_path, capsys):
         assert r["seed"] == 14 and [p["pair"] for p in r["confounded_pairs"]] == [[1, 3], [2, 3]]
         assert all(0 <= p["p_confounded"] <= 1 and 0 <= p["p_edge_either"] <= 2 for p in r["confounded_pairs"])
         assert abs(sum(r["latent_causes"].values()) - 1) < 1e-9
-    # without the hidden units the start has no common cause, and 20 sweeps from the truth keep some
-    assert lines[1]["latent_causes"].get("0", 0) > 0 and lines[0]["latent_causes"].get("0", 0) < 1
     with pytest.raises(SystemExit):
         co.main(["--chains", "0"])
