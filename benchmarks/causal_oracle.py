@@ -1,6 +1,7 @@
 """Issue 23's hidden common causes, read from a start at the answer: do the chains keep a true hidden confounder?
 
-    python benchmarks/causal_oracle.py [--seeds 10,11,13,14] [--chains 4] [--sweeps 2000] [--out DIR]
+    python benchmarks/causal_oracle.py [--seeds 10,11,13,14] [--chains 4] [--sweeps 2000] [--out DIR] [--plot FILE.png]
+    python benchmarks/causal_oracle.py --read LINES.jsonl --plot FILE.png
 
 A diagnostic that uses the answer (never a method). For each SEM seed of the benchmark's generator
 (``chefs.bench.causal.make_sem`` at the full settings' sizes), two runs of :class:`chefs.CausalDiscovery` with the
@@ -15,7 +16,9 @@ The order values stay free and every move runs as in the default, so the chains 
 Per run: SHD and ancestral F1 (the benchmark's readings), the posterior of the number of latent common causes, and
 for each truly confounded pair its ``p_confounded``, the probability of a direct edge in either direction, and
 whether the two variables are also ancestrally related in the SEM. One JSON line per run on the standard output;
-the runs' directories under ``--out`` (default: a temporary directory, removed).
+the runs' directories under ``--out`` (default: a temporary directory, removed). ``--plot``: each confounded pair's
+``p_confounded`` against its ``p_edge`` in either direction, one panel per start (pairs also related in the SEM
+hollow); ``--read``: plot the JSON lines of an earlier run instead of fitting.
 
 Stop 57 ran it on development seeds 10, 11, 13, 14 and 15, 17, 18, 19 (the seeds of 10-19 with confounders;
 docs/results-causal.md, stop 57).
@@ -97,21 +100,62 @@ def run(seed: int, with_confounders: bool, chains: int, sweeps: int, out: Path) 
                                  for a, b in confounded_pairs(sem)]}
 
 
+def plot(rows: list[dict], path) -> None:
+    """The ``--plot`` figure of the report lines ``rows``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    starts = ("truth", "truth-no-conf")
+    titles = {"truth": "start: the true structure", "truth-no-conf": "start: the same without its hidden units"}
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), sharex=True, sharey=True)
+    for ax, start in zip(axes, starts):
+        pairs = [p for r in rows if r["start"] == start for p in r["confounded_pairs"]]
+        for related, face in ((False, "C3"), (True, "none")):
+            sel = [p for p in pairs if p["related"] == related]
+            ax.scatter([p["p_edge_either"] for p in sel], [p["p_confounded"] for p in sel], s=40, facecolors=face,
+                       edgecolors="C3", label="also ancestrally related" if related else "no observed relation")
+        ax.set_title(f"{titles[start]} ({len(pairs)} pairs)", fontsize=10)
+        ax.set_xlabel("P(direct edge), either direction")
+        ax.set_xlim(-0.05, 1.05)
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("P(hidden common cause)")
+    axes[0].legend(loc="lower left", fontsize=8)
+    seeds = sorted({r["seed"] for r in rows})
+    fig.suptitle(f"truly confounded pairs, SEM seeds {', '.join(map(str, seeds))}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="10,11,13,14")
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--sweeps", type=int, default=2000)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--plot", default=None)
+    ap.add_argument("--read", default=None)
     args = ap.parse_args(argv)
     if args.chains < 1 or args.sweeps < 20:
         raise SystemExit("causal_oracle: --chains must be at least 1 and --sweeps at least 20")
+    if args.read:
+        if not args.plot:
+            raise SystemExit("causal_oracle: --read needs --plot")
+        plot([json.loads(s) for s in Path(args.read).read_text().splitlines() if s.strip()], args.plot)
+        return
     seeds = [int(s) for s in args.seeds.split(",")]
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out) if args.out else Path(tmp)
         for seed in seeds:
             for with_confounders in (True, False):
-                print(json.dumps(run(seed, with_confounders, args.chains, args.sweeps, out)), flush=True)
+                rows.append(run(seed, with_confounders, args.chains, args.sweeps, out))
+                print(json.dumps(rows[-1]), flush=True)
+    if args.plot:
+        plot(rows, args.plot)
 
 
 if __name__ == "__main__":

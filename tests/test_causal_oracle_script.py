@@ -38,12 +38,19 @@ def test_the_start_is_the_sems_structure(seed):
 
 
 def test_a_tiny_run_reports_its_pairs(tmp_path, capsys):
-    co.main(["--seeds", "14", "--chains", "1", "--sweeps", "20", "--out", str(tmp_path)])
-    lines = [json.loads(s) for s in capsys.readouterr().out.splitlines()]
+    co.main(["--seeds", "14", "--chains", "1", "--sweeps", "20", "--out", str(tmp_path), "--plot",
+             str(tmp_path / "a.png")])
+    out = capsys.readouterr().out
+    lines = [json.loads(s) for s in out.splitlines()]
+    assert (tmp_path / "a.png").stat().st_size > 0
+    (tmp_path / "lines.jsonl").write_text(out)
+    co.main(["--read", str(tmp_path / "lines.jsonl"), "--plot", str(tmp_path / "b.png")])
+    assert (tmp_path / "b.png").stat().st_size > 0
     assert [r["start"] for r in lines] == ["truth", "truth-no-conf"]
     for r in lines:
         assert r["seed"] == 14 and [p["pair"] for p in r["confounded_pairs"]] == [[1, 3], [2, 3]]
         assert all(0 <= p["p_confounded"] <= 1 and 0 <= p["p_edge_either"] <= 2 for p in r["confounded_pairs"])
         assert abs(sum(r["latent_causes"].values()) - 1) < 1e-9
-    with pytest.raises(SystemExit):
-        co.main(["--chains", "0"])
+    for bad in (["--chains", "0"], ["--read", str(tmp_path / "lines.jsonl")]):
+        with pytest.raises(SystemExit):
+            co.main(bad)
