@@ -47,7 +47,8 @@ def true_structure_start(sem, with_confounders: bool = True):
     D = sem.edges.shape[0]
     order = sorted(range(D), key=lambda j: int(sem.ancestor[:, j].sum()))  # ancestors come first
     theta = list(order_values(order, D))
-    parents, children = [int(a) for a in np.nonzero(sem.edges)[0]], [int(b) for b in np.nonzero(sem.edges)[1]]
+    pa, ch = np.nonzero(sem.edges)
+    parents, children = pa.tolist(), ch.tolist()
     observed = [True] * D
     if with_confounders:
         for a, b in confounded_pairs(sem):

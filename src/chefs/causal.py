@@ -649,7 +649,7 @@ class CausalDiscovery(BeliefNetwork):
         if kw.get("prior", "icp") != "icp" or (args and args[0] != "icp"):
             raise ValueError("causal discovery needs the ICP prior (the CIBP/ECIBP keep observed units at the bottom)")
         kw.setdefault("chains", CAUSAL_CHAINS)
-        if start in ("auto", "residual", "marginal", "additive", "additive-order"):
+        if start != "prior":  # every data-ordered start (the prior start keeps the density estimator's 10)
             kw.setdefault("init_hidden", CAUSAL_INIT_HIDDEN)
         kw.setdefault("likelihood_power", CAUSAL_LIKELIHOOD_POWER)
         kw.setdefault("weight_prior", CAUSAL_WEIGHT_PRIOR)
