@@ -424,7 +424,6 @@ def test_interrupt_stops_the_worker_processes(digits, tmp_path):
         raise KeyboardInterrupt
 
     (tmp_path / "chains").mkdir()
-    t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         run_chains(digits, cfg, 3, seed=1, executor="process", workers=1, on_done=interrupt, run_dir=tmp_path)
     deadline = time.perf_counter() + 10
@@ -432,7 +431,6 @@ def test_interrupt_stops_the_worker_processes(digits, tmp_path):
         time.sleep(0.1)
     assert not mp.active_children()
     assert (tmp_path / "chains" / "c0").exists() and not (tmp_path / "chains" / "c2").exists()
-    assert time.perf_counter() - t0 < 120
 
 
 def test_interrupt_stops_thread_chains_after_their_iteration(digits, tmp_path):
@@ -456,14 +454,12 @@ def test_interrupt_stops_thread_chains_after_their_iteration(digits, tmp_path):
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT))  # what Ctrl-C sends
     timer.start()
-    t0 = time.perf_counter()
     try:
         with pytest.raises(KeyboardInterrupt):
             run_chains(digits, cfg, 2, seed=1, executor="thread", workers=2, run_dir=tmp_path)
     finally:
         timer.cancel()
         signal.signal(signal.SIGINT, previous)
-    assert time.perf_counter() - t0 < 60
     progress = chain_progress(tmp_path)
     assert set(progress) == {0, 1} and all(0 < it < 10**5 for it in progress.values())
     time.sleep(1.0)
