@@ -130,3 +130,30 @@ def test_an_interrupted_fit_records_no_time(tmp_path, monkeypatch, capsys):
     assert main(["fit", "--data", "ring", "--sweeps", "12", "--no-progress", "--out", str(run)]) == 130
     record = json.loads((run / "fit.json").read_text())
     assert record["split_seed"] == 0 and "cpu_seconds" not in record and "did not run to its end" in record["untimed"]
+
+
+def test_a_fit_killed_while_sampling_leaves_its_test_split(tmp_path, monkeypatch):
+    """What a SIGKILL during sampling leaves (no ``finally`` runs then) is the run directory as it stands when
+    the chains start: it already holds the test split, the data's label and names and a provisional fit record,
+    so that `chefs resume`, `plot` and `compare` find them (a review found them written only at the end)."""
+    import chefs.density as dens
+
+    run = tmp_path / "run"
+    seen = {}
+
+    def killed(run_dir, **kw):  # the chains' start: record the directory, then die as a kill would
+        seen["files"] = sorted(p.name for p in run_dir.iterdir())
+        seen["record"] = json.loads((run_dir / "fit.json").read_text())
+        seen["test"] = np.load(run_dir / "test.npy")
+        raise SystemExit(137)
+
+    monkeypatch.setattr(dens, "run_chains", killed)
+    with pytest.raises(SystemExit):
+        main(["fit", "--data", "ring", "--split-seed", "2", "--sweeps", "12", "--burn-in", "4", "--thin", "2",
+              "--no-progress", "--out", str(run)])
+    assert {"test.npy", "dataset.txt", "columns.json", "fit.json", "config.json", "train.npy"} <= set(seen["files"])
+    from chefs.commands.fit import load_data
+
+    _, test, _ = load_data("ring", None, 2)
+    np.testing.assert_array_equal(seen["test"], test)
+    assert seen["record"]["split_seed"] == 2 and "did not run to its end" in seen["record"]["untimed"]

@@ -668,12 +668,19 @@ class BeliefNetwork:
         np.save(run / "train.npy", X)
         (run / "unitmap.json").write_text(json.dumps({**self.map_.to_dict(), "inputs": list(self.inputs)}))
         self._write_run_files(run)
+        if self.before_sampling is not None:
+            self.before_sampling(Path(run))
         self.run_dir_ = Path(run)  # set before sampling: callers can tell that the run exists
         import time
 
         t0 = time.perf_counter()
         self.chain_results_ = run_chains(run, executor=executor, progress=self.progress)
         self.fit_seconds_ = time.perf_counter() - t0
+
+    #: None, or a callable given the run directory once it exists, before the chains start: ``chefs fit`` writes the
+    #: test split, the data's names and a provisional fit record there, so that a fit killed while sampling
+    #: (SIGKILL, out of memory) still leaves them for ``chefs resume``, ``plot`` and ``compare``.
+    before_sampling = None
 
     def _write_run_files(self, run) -> None:
         """Extra files a subclass writes into a fresh run directory before sampling (none here)."""

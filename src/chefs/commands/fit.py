@@ -187,6 +187,13 @@ def cmd_fit(args) -> int:
     from ..bench.compare import FitClock, write_fit_record
 
     clock, untimed = FitClock(), "the fit did not run to its end (interrupted or failed; `chefs resume` finished it)"
+    split_seed = None if test is None else (args.split_seed or 0)
+
+    def before_sampling(run):  # the files a killed fit must still leave (rewritten with the timing at the end)
+        _write_data_files(run, args.data, test, label)
+        write_fit_record(run, label, split_seed, clock, untimed)
+
+    net.before_sampling = before_sampling
     try:
         net.fit(train)
         stopped = [r["chain"] for r in getattr(net, "chain_results_", []) if r.get("stopped")]
@@ -196,7 +203,7 @@ def cmd_fit(args) -> int:
     finally:  # also on Ctrl-C or a crash once the run exists: `chefs resume` then has the test split and names
         if getattr(net, "run_dir_", None) is not None:  # not when the fit stopped before creating the run
             _write_data_files(out, args.data, test, label)
-            write_fit_record(out, label, None if test is None else (args.split_seed or 0), clock, untimed)
+            write_fit_record(out, label, split_seed, clock, untimed)
     from ..mcmc.diagnostics import write_netcdf
 
     write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs
