@@ -140,7 +140,6 @@ def test_noise_floor_of_one_gaussian_is_within_the_bound():
     est = hellinger_estimate(a, b, seed=3, num_mc=4000)
     loss = 1 - est.bhattacharyya
     assert -Z * est.bhattacharyya_se <= loss <= noise_bound(n, 2) + Z * est.bhattacharyya_se
-    assert 0.0 < est.distance < 0.15
 
 
 def test_standard_error_is_calibrated():
