@@ -379,3 +379,33 @@ def test_run_size_limits_and_a_complete_run_resumed(tmp_path, capsys):
     capsys.readouterr()
     assert main(["resume", str(out)]) == 0
     assert "is complete" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the chain lock is POSIX flock")
+def test_a_chain_running_elsewhere_is_not_run_twice(tmp_path, capsys):
+    """While another process holds a chain's lock (here: another open file of this process, which flock treats
+    alike), resuming the run refuses with a one-line error and leaves RUN/stop in place, so that the running chain
+    still sees it and stops; two writers in one chain directory corrupted its checkpoints (found in review). Once
+    the lock is released (the process ended), the resume runs the chain to its end, as the uninterrupted run."""
+    import fcntl
+
+    from chefs.mcmc.run import LOCK_FILE, STOP_FILE
+
+    a = small_run(tmp_path / "a", sweeps=30)
+    run_chain(a, 0, stop_after=10)
+    (a / STOP_FILE).write_text("stop\n")
+    with open(a / "chain-0" / LOCK_FILE, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ValueError, match="running in another process"):
+            run_chains(a, progress=False)
+        with pytest.raises(ValueError, match="running in another process"):
+            run_chain(a, 0)
+        assert (a / STOP_FILE).exists()
+        assert json.loads((a / "chain-0" / "checkpoint.json").read_text())["sweep"] == 10  # nothing ran
+        assert main(["resume", str(a), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "running in another process" in err and len(err.splitlines()) == 1
+    run_chains(a, progress=False)
+    b = small_run(tmp_path / "b", sweeps=30)
+    run_chain(b, 0)
+    assert rows(a) == rows(b)

@@ -201,6 +201,40 @@ def is_kept(sweep: int, burn_in: int, thin: int) -> bool:
     return sweep > burn_in and (sweep - burn_in) % thin == 0
 
 
+LOCK_FILE = "lock"  # RUN/chain-C/lock: held (flock) by the one process that runs chain C
+
+
+class _ChainLock:
+    """An exclusive lock on a chain's directory for as long as a process runs the chain, so that a second
+    process (a ``chefs resume`` typed while a Dask chain has not yet seen the stop file, a second client) cannot
+    write into it too: it gets a one-line error instead. ``flock`` locks die with their process, so a killed
+    chain leaves no stale lock. Where ``fcntl`` does not exist (Windows) there is no lock."""
+
+    def __init__(self, cdir: Path, index: int):
+        self.path, self.index, self.fh = cdir / LOCK_FILE, index, None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # not POSIX
+            return self
+        self.fh = open(self.path, "a")
+        try:
+            fcntl.flock(self.fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.fh.close()
+            self.fh = None
+            raise ValueError(f"chain {self.index} of {self.path.parent.parent} is running in another process "
+                             f"(it holds {self.path}); let it stop (it checkpoints when it sees RUN/{STOP_FILE}) "
+                             "and resume after that") from None
+        return self
+
+    def __exit__(self, *exc):
+        if self.fh is not None:
+            self.fh.close()  # closing the file releases the lock
+        return False
+
+
 def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None) -> dict:
     """Run (or resume) chain ``index`` of a run directory to completion.
 
@@ -217,6 +251,12 @@ def run_chain(run_dir, index: int, stop_after: int | None = None, progress=None)
     config = ChainConfig.from_dict(spec["config"])
     cdir = run_dir / f"chain-{index}"
     cdir.mkdir(exist_ok=True)
+    with _ChainLock(cdir, index):  # one process per chain (a second one: a one-line error)
+        return _run_chain(run_dir, index, spec, config, cdir, stop_after, progress)
+
+
+def _run_chain(run_dir, index, spec, config, cdir, stop_after, progress) -> dict:
+    """:func:`run_chain`'s work, with the chain's lock held."""
     store = SQLiteStore(cdir / "samples.sqlite")
     ckpt = cdir / "checkpoint.json"
     if ckpt.exists():
@@ -450,6 +490,10 @@ def run_chains(run_dir, executor=None, scheduler: str | None = None, progress=No
     run_dir = Path(run_dir).absolute()  # the same path on a Dask worker, whatever its working directory
     spec = load_spec(run_dir)
     todo = [c for c in range(spec["chains"]) if not (run_dir / f"chain-{c}" / "done").exists()]
+    for c in todo:  # a chain still running elsewhere: refuse before the stop file it is waiting for is removed
+        if (run_dir / f"chain-{c}").is_dir():
+            with _ChainLock(run_dir / f"chain-{c}", c):
+                pass
     results = []
     own = None
     client = None
