@@ -144,6 +144,7 @@ def test_table1_reports_a_missing_data_file_before_running(tmp_path, monkeypatch
     (["--datasets", ""], "--datasets is empty"),
     (["--datasets", "ring", "--models", ""], "--models is empty"),
     (["--datasets", "ring", "--models", ","], "--models is empty"),
+    (["--datasets", "ring", "--models", "foo", "--sweeps", "4"], "unknown model(s) ['foo']"),  # not a flag's
 ])
 def test_table1_refuses_duplicate_or_empty_lists(tmp_path, capsys, flags, msg):
     """A data set listed twice ran twice and showed a fake "± 0.0000" spread; an

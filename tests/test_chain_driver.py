@@ -187,6 +187,8 @@ def test_cli_mcmc_summary_export(tmp_path, capsys):
     assert main(["export", str(tmp_path / "nope"), "--out", str(tmp_path / "g.jsonl"), "--force"]) == 2
     assert (tmp_path / "g.jsonl").read_bytes() == before
     assert main(["export", str(out), "--out", str(tmp_path / "g.jsonl"), "--force"]) == 0
+    assert main(["export", str(out), "--out", str(out / "config.json"), "--force"]) == 2  # the run's own file
+    assert "inside the run" in capsys.readouterr().err
     # a directory as --out: a clear error, and no stray .part file
     (tmp_path / "d").mkdir()
     assert main(["export", str(out), "--out", str(tmp_path / "d"), "--force"]) == 2

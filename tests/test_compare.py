@@ -157,3 +157,17 @@ def test_a_fit_killed_while_sampling_leaves_its_test_split(tmp_path, monkeypatch
     _, test, _ = load_data("ring", None, 2)
     np.testing.assert_array_equal(seen["test"], test)
     assert seen["record"]["split_seed"] == 2 and "did not run to its end" in seen["record"]["untimed"]
+
+
+def test_an_interrupt_before_the_run_exists_does_not_offer_a_resume(tmp_path, monkeypatch, capsys):
+    """Ctrl-C before the run directory exists (here: while connecting to a scheduler) said `chefs resume OUT`
+    continues the run, of a directory never made (found in review); with the run made, the hint stays."""
+    from chefs.density import BeliefNetwork
+
+    def interrupted(self, X):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(BeliefNetwork, "fit", interrupted)
+    assert main(["fit", "--data", "ring", "--sweeps", "12", "--no-progress", "--out", str(tmp_path / "o")]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "resume" not in err

@@ -182,6 +182,11 @@ def test_cli_fantasy_keeps_the_csv_header(tmp_path, capsys, monkeypatch):
     assert main(["fantasy", str(run), "--num", "5", "--out", str(tmp_path / "f.csv")]) == 0
     text = (tmp_path / "f.csv").read_text().splitlines()
     assert text[0] == "width,height" and len(text) == 6
+    # a file of the run it reads is never its output, --force or not (it replaced config.json: found in review)
+    config = (run / "config.json").read_bytes()
+    for cmd in (["fantasy", str(run), "--num", "5"], ["export", str(run)]):
+        assert main(cmd + ["--out", str(run / "config.json"), "--force"]) == 2
+    assert (run / "config.json").read_bytes() == config
     assert read_csv(tmp_path / "f.csv").shape == (5, 2)
     # --out - (or no --out, as chefs outtree sample): standard output, no file named "-"
     capsys.readouterr()

@@ -327,6 +327,7 @@ def run_table1(out, datasets=DATASETS, models=MODELS, seeds=(0,), quick=False, d
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     settings, label = chain_settings(quick, sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred,
                                      pilot_draws, pilot_structures)
+    models = check_names(models, MODELS, "--models", "model")  # an unknown name first: the checks below read them
     if not set(models) & set(NETWORKS):
         if any(v is not None for v in (sweeps, burn_in, thin, margin, pilots, rotate, tails, noncentred,
                                        pilot_draws, pilot_structures)):

@@ -243,9 +243,13 @@ def check_run_out(out: Path, force: bool, data: str, data_dir=None, hint: str = 
     check_replaceable(out)
 
 
-def refuse_existing(path, force: bool) -> None:
-    """A data file that exists is replaced only with --force; a directory is never a data file."""
+def refuse_existing(path, force: bool, run=None) -> None:
+    """A data file that exists is replaced only with --force; a directory is never a data file; and a file inside
+    ``run`` (the run directory the command reads) is never replaced, --force or not (it could be the run's own)."""
     if Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory; give a file name")
+    if run is not None and Path(path).exists() and Path(run).resolve() in Path(path).resolve().parents:
+        raise FileExistsError(f"{path} lies inside the run {run} that this command reads and exists; "
+                              "give a new file name or one outside the run")
     if Path(path).exists() and not force:
         raise FileExistsError(f"{path} exists; use --force to overwrite it")

@@ -297,7 +297,7 @@ def cmd_fantasy(args) -> int:
     from ..density import BeliefNetwork
 
     if not to_stdout(args.out):
-        refuse_existing(args.out, args.force)
+        refuse_existing(args.out, args.force, run=args.run)
     net = BeliefNetwork.load(args.run, chains=args.chains)
     note_if_incomplete(args.run)
     given = None

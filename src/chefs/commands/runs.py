@@ -169,8 +169,9 @@ def cmd_export(args) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise IsADirectoryError(f"{out} is a directory; --out takes a file name (e.g. {out / ('graphs.' + args.format)})")
-    if out.exists() and not args.force:
-        raise FileExistsError(f"{out} exists; use --force to overwrite it")
+    from ._util import refuse_existing
+
+    refuse_existing(out, args.force, run=args.run)
     graphs = list(kept_graphs(args.run))  # read (and validate the run) before touching the output
     if not graphs:
         raise ValueError(f"{args.run} has no kept samples yet (nothing to export)")
