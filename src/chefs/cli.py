@@ -90,7 +90,7 @@ def main(argv=None) -> int:
         return 2
     except KeyboardInterrupt:
         hint = ""
-        if args.command in ("fit", "discover") and getattr(args, "out", None) and (Path(args.out) / "config.json").exists():
+        if args.command in ("fit", "discover") and getattr(args, "out", None) and Path(args.out).is_dir():
             hint = f"; checkpoints are kept: `chefs resume {args.out}` continues the run"
         elif args.command == "bench" and getattr(args, "bench_command", None) == "table1":
             hint = "; the finished rows are kept: the same command with --resume (instead of --force) runs the rest"
