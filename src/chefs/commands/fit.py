@@ -189,11 +189,11 @@ def cmd_fit(args) -> int:
     clock, untimed = FitClock(), "the fit did not run to its end (interrupted or failed; `chefs resume` finished it)"
     split_seed = None if test is None else (args.split_seed or 0)
 
-    def before_sampling(run):  # the files a killed fit must still leave (rewritten with the timing at the end)
+    def write_records(run):  # before sampling (what a killed fit must still leave) and again at the end, timed
         _write_data_files(run, args.data, test, label)
         write_fit_record(run, label, split_seed, clock, untimed)
 
-    net.before_sampling = before_sampling
+    net.before_sampling = write_records
     try:
         net.fit(train)
         stopped = [r["chain"] for r in getattr(net, "chain_results_", []) if r.get("stopped")]
@@ -202,8 +202,7 @@ def cmd_fit(args) -> int:
                    else None)
     finally:  # also on Ctrl-C or a crash once the run exists: `chefs resume` then has the test split and names
         if getattr(net, "run_dir_", None) is not None:  # not when the fit stopped before creating the run
-            _write_data_files(out, args.data, test, label)
-            write_fit_record(out, label, split_seed, clock, untimed)
+            write_records(out)
     from ..mcmc.diagnostics import write_netcdf
 
     write_netcdf(out)  # scalar traces as ArviZ netCDF, like prior mcmc / resume runs

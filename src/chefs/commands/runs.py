@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ._util import (actions_of, nonneg_int, note_if_incomplete, observed_order_arg, positive_float, positive_int,
-                    print_chain_comparison)
+                    print_chain_comparison, refuse_existing)
 
 
 def register(sub) -> None:
@@ -169,8 +169,6 @@ def cmd_export(args) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise IsADirectoryError(f"{out} is a directory; --out takes a file name (e.g. {out / ('graphs.' + args.format)})")
-    from ._util import refuse_existing
-
     refuse_existing(out, args.force, run=args.run)
     graphs = list(kept_graphs(args.run))  # read (and validate the run) before touching the output
     if not graphs:
