@@ -230,3 +230,30 @@ def test_every_command_module_is_registered_in_order():
     sub = argparse.ArgumentParser().add_subparsers()
     with pytest.raises(RuntimeError, match="'prior' must come before"):
         actions_of(sub, "prior")
+
+
+def test_draws_too_large_to_hold_are_refused(tmp_path, capsys):
+    """A gamma whose draws cannot be held is one line, not a run until the memory is gone (a review's
+    `prior sample --gamma 100000` grew to 13 GB; `prior calibrate --expected-nodes 1e9` doubled gamma into such
+    draws): the chefs process stops at max_edges edges (default 10 million), calibration above 1,000 nodes is
+    refused before any draw, and nothing is written."""
+    from chefs.priors.icp import ICP
+
+    rng = np.random.default_rng(0)
+    g = ICP(1.0, 100.0, 1.0).sample(rng, 1, observed_order=0.0)  # about 600 nodes and 30,000 edges
+    with pytest.raises(ValueError, match=r"exceeded max_edges=1000 edges; lower gamma \(here 100\)"):
+        ICP(1.0, 100.0, 1.0).sample(np.random.default_rng(0), 1, observed_order=0.0, max_edges=1000)
+    assert ICP(1.0, 100.0, 1.0).sample(np.random.default_rng(0), 1, observed_order=0.0,
+                                       max_edges=g.num_edges).num_edges == g.num_edges  # the cap itself is allowed
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="must be positive"):
+            ICP(1.0, 1.0, 1.0).sample(rng, 1, max_edges=bad)
+    out = tmp_path / "g.jsonl"
+    assert main(["prior", "sample", "--num-observed", "1", "--gamma", "100000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error: the draw exceeded max_edges=10000000 edges") and err.count("\n") == 1
+    assert not out.exists() and not list(tmp_path.iterdir())
+    for target in ("1e9", "1002"):
+        assert main(["prior", "calibrate", "--expected-nodes", target, "--num-observed", "1"]) == 2
+        err = capsys.readouterr().err
+        assert "calibration is offered up to E[K+] = 1,000" in err and err.count("\n") == 1

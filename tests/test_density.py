@@ -264,6 +264,22 @@ def test_a_bad_burn_in_is_refused_before_the_warm_up_warning(tmp_path, capsys):
             assert not (tmp_path / cmd[0]).exists()
 
 
+@pytest.mark.parametrize("flags,msg", [
+    (["--activation-update", "slice", "--num-tries", "8"], "--num-tries belongs to --activation-update mtm or both"),
+    (["--pilots", "1", "--pilot-sweeps", "50"], "--pilot-sweeps belong(s) to --pilots P with P > 1"),
+    (["--pilots", "1", "--pilot-draws", "64", "--no-pilot-structures"],
+     "--pilot-draws, --pilot-structures belong(s) to --pilots P with P > 1")])
+def test_fit_refuses_options_it_would_ignore(tmp_path, capsys, flags, msg):
+    """An option that the other settings make idle is refused in one line before anything is written (a review
+    found them silently ignored); the same option where it acts is accepted (tests/test_hmc.py runs --pilots 2
+    --pilot-sweeps 2 --pilot-structures)."""
+    out = tmp_path / "run"
+    assert main(["fit", "--data", "ring", "--sweeps", "4", "--no-progress", "--out", str(out)] + flags) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("chefs: error: " + msg) and err.count("\n") == 1, err
+    assert not out.exists()
+
+
 def test_cli_warnings_are_one_line(tmp_path, capsys):
     """The warm-up warning reaches a CLI user as one `chefs: warning:` line (not
     Python's file:line: UserWarning form), and `chefs plot` of a run whose K+
@@ -421,3 +437,24 @@ def test_summary_names_the_observed_units_only_where_they_are_the_columns(tmp_pa
     assert _observed_names(run, 2) is None                  # principal axes: not the columns
     (run / "causal-columns.json").write_text(json.dumps({"names": ["p", "q"], "start": "residual"}))
     assert _observed_names(run, 2) == ["p", "q"]            # a causal run's variables
+
+
+def test_a_run_is_never_without_its_data(tmp_path, monkeypatch, capsys):
+    """The fit's data files are written before config.json, the file that makes the directory a run: a process
+    stopped between the two (here: an error raised while the last of them is written) leaves a folder that
+    `chefs resume` names as no run, not a run that cannot be read (a review's kill window, stop 58)."""
+    class Stopped(Exception):
+        pass
+
+    def stopped(self, run):
+        assert (run / "train01.npy").exists() and (run / "unitmap.json").exists()
+        raise Stopped
+
+    monkeypatch.setattr(BeliefNetwork, "_write_run_files", stopped)
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    run = tmp_path / "r"
+    with pytest.raises(Stopped):
+        BeliefNetwork(out=run, sweeps=4, burn_in=2, thin=1, progress=False).fit(X)
+    assert (run / "train01.npy").exists() and not (run / "config.json").exists()
+    assert main(["resume", str(run)]) == 2
+    assert "config.json" in capsys.readouterr().err

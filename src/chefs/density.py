@@ -661,13 +661,15 @@ class BeliefNetwork:
             model["pilot_structures"] = True
             pilot_graphs = [[self._initial_graph(D, pilot=(c, p)) for p in range(1, self.pilots)]
                             for c in range(int(self.chains))]
+        def write_files(run):  # before config.json (create_run): a run never lacks its data
+            np.save(run / "train01.npy", self.map_.forward(X))
+            np.save(run / "train.npy", X)
+            (run / "unitmap.json").write_text(json.dumps({**self.map_.to_dict(), "inputs": list(self.inputs)}))
+            self._write_run_files(run)
+
         run = create_run(out, config, self.sweeps, self.burn_in, self.thin, self.chains, self.seed,
                          self.checkpoint_every, model=model, force=self.force, initial_graph=init,
-                         initial_graphs=per_chain, pilot_graphs=pilot_graphs)
-        np.save(run / "train01.npy", self.map_.forward(X))
-        np.save(run / "train.npy", X)
-        (run / "unitmap.json").write_text(json.dumps({**self.map_.to_dict(), "inputs": list(self.inputs)}))
-        self._write_run_files(run)
+                         initial_graphs=per_chain, pilot_graphs=pilot_graphs, write_files=write_files)
         if self.before_sampling is not None:
             self.before_sampling(Path(run))
         self.run_dir_ = Path(run)  # set before sampling: callers can tell that the run exists

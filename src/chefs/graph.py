@@ -350,16 +350,4 @@ def write_jsonl(graphs: Iterable[DAG], path) -> int:
             target.unlink(missing_ok=True)
         raise
     return n
-    tmp = path.with_name(path.name + ".part")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for g in graphs:
-                fh.write(g.to_json())
-                fh.write("\n")
-                n += 1
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return n
 

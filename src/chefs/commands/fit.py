@@ -40,7 +40,8 @@ def register(sub) -> None:
                    "theta = 1): the model becomes p(outputs | inputs)")
     f.add_argument("--activation-update", choices=list(ACTIVATION_UPDATES), default="mtm",
                    help="hidden activations: multiple-try Metropolis, slice sampling, or both")
-    f.add_argument("--num-tries", type=positive_int, default=4, help="tries of the multiple-try Metropolis update")
+    f.add_argument("--num-tries", type=positive_int, default=None,
+                   help="tries of the multiple-try Metropolis update (default 4; not with --activation-update slice)")
     f.add_argument("--init-activations", choices=list(INIT_ACTIVATIONS), default="projection",
                    help="how the hidden activations start: soft half-space features of the data (default) or draws "
                         "from the prior (the older start; chains lose the shared hidden units more often)")
@@ -160,6 +161,14 @@ def cmd_fit(args) -> int:
     if args.prior != "icp" and icp_only:
         raise ValueError(f"{', '.join(icp_only)} belong(s) to --prior icp; the {args.prior.upper()}'s per-layer "
                          "alpha and beta are sampled under their top-hat priors")
+    if args.num_tries is not None and args.activation_update == "slice":
+        raise ValueError("--num-tries belongs to --activation-update mtm or both: the slice update draws no tries")
+    if args.pilots == 1:
+        pilot_flags = [flag for flag, v in (("--pilot-sweeps", args.pilot_sweeps), ("--pilot-draws", args.pilot_draws),
+                                            ("--pilot-structures", args.pilot_structures)) if v is not None]
+        if pilot_flags:
+            raise ValueError(f"{', '.join(pilot_flags)} belong(s) to --pilots P with P > 1: with one pilot the chain "
+                             "starts where it would and no pilot is scored")
     alpha, gamma, phi = (1.0 if v is None else v for v in (args.alpha, args.gamma, args.phi))
     train, test, label = load_data(args.data, args.data_dir, 0 if args.split_seed is None else args.split_seed)
     if test is None and args.split_seed is not None:
@@ -173,7 +182,7 @@ def cmd_fit(args) -> int:
                         progress=False if args.no_progress else None, checkpoint_every=args.checkpoint_every,
                         inputs=_columns(args.inputs), activation_update=args.activation_update,
                         init_activations=args.init_activations,
-                        num_tries=args.num_tries, structure_warmup=args.warmup,
+                        num_tries=4 if args.num_tries is None else args.num_tries, structure_warmup=args.warmup,
                         weight_prior=args.weight_prior, scheduler=args.scheduler,
                         **({} if args.margin is None else {"margin": args.margin}),
                         **({} if args.rotate is None else {"rotate": args.rotate}),

@@ -116,7 +116,7 @@ def check_run_settings(sweeps, burn_in, thin, chains, seed, checkpoint_every=5.0
 
 def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: int = 1, chains: int = 1,
                seed: int = 0, checkpoint_every: float = 5.0, model: dict | None = None, force: bool = False,
-               initial_graph=None, initial_graphs=None, pilot_graphs=None) -> Path:
+               initial_graph=None, initial_graphs=None, pilot_graphs=None, write_files=None) -> Path:
     """Create a run directory (refuses to overwrite an existing one unless ``force``).
 
     ``initial_graph``: one starting structure shared by every chain (None: the observed
@@ -124,7 +124,10 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
     docs/derivations.md 3.8: causal discovery starts each chain at its own start).
     ``pilot_graphs``: per chain, the starting structures of its pilots after the first
     (a list of ``chains`` lists of DAGs; pilot 0 starts where the chain would; without
-    it every pilot starts there, as runs before stop 50 did; docs/derivations.md 3.28)."""
+    it every pilot starts there, as runs before stop 50 did; docs/derivations.md 3.28).
+    ``write_files``: None, or a callable given the new directory that writes the files the model reads (its data)
+    before ``config.json``, the file that makes the directory a run: a process killed in between leaves a folder
+    that ``chefs resume`` names as no run, never a run without its data."""
     check_run_settings(sweeps, burn_in, thin, chains, seed, checkpoint_every)
     if pilot_graphs is not None:
         wanted = int((model or {}).get("pilots", 1)) - 1
@@ -163,6 +166,8 @@ def create_run(out, config: ChainConfig, sweeps: int, burn_in: int = 0, thin: in
         **({} if pilot_graphs is None else {"pilot_graphs": [[g.to_dict() for g in gs] for gs in pilot_graphs]}),
         "versions": package_versions(),
     }
+    if write_files is not None:
+        write_files(out)
     atomic_write_json(out / CONFIG_FILE, spec)
     return out
 

@@ -96,12 +96,14 @@ def _grow_b(x):
 
 # --------------------------------------------------------------------------
 @njit(cache=CACHE)
-def chefs_draw(rng, obs_theta, alpha, gamma, phi, hidden_at_one, max_nodes, variant=0):
+def chefs_draw(rng, obs_theta, alpha, gamma, phi, hidden_at_one, max_nodes, max_edges, variant=0):
     """One draw of the sequential chefs process (002 section 2.2, corrected).
 
     ``obs_theta[s]`` is the fixed order of star chef ``s`` or NaN to draw it
-    from U(0, 1). Returns (theta, observed, parents, children, ok); ``ok`` is
-    False when the draw exceeded ``max_nodes`` active nodes. The result is in
+    from U(0, 1). Returns (theta, observed, parents, children, status);
+    ``status`` is 0 for a finished draw, 1 when it exceeded ``max_nodes``
+    active nodes and 2 when it exceeded ``max_edges`` edges (a large gamma's
+    draws have edges of the order of the square of their nodes). The result is in
     canonical form (observed nodes first in star order, then hidden nodes by
     increasing theta, edges sorted).
 
@@ -240,10 +242,10 @@ def chefs_draw(rng, obs_theta, alpha, gamma, phi, hidden_at_one, max_nodes, vari
                     nn += 1
                     lo = hi
             done[c] = True
-            if K > max_nodes:
-                return theta[:K].copy(), obs[:K].copy(), par[:E].copy(), chi[:E].copy(), False
+            if K > max_nodes or E > max_edges:
+                return theta[:K].copy(), obs[:K].copy(), par[:E].copy(), chi[:E].copy(), 1 if K > max_nodes else 2
     th, ob, p, ch = canonical(theta[:K], obs[:K], par[:E], chi[:E])
-    return th, ob, p, ch, True
+    return th, ob, p, ch, 0
 
 
 @njit(cache=CACHE)

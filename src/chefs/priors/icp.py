@@ -25,6 +25,8 @@ from scipy.special import gammaln
 from ..graph import DAG
 from . import _icp_kernels as kern
 
+MAX_EDGES = 10_000_000  # the chefs process's default cap on a draw's edges (two int64 arrays: about 160 MB)
+
 __all__ = ["ICP", "check_hyper", "observed_orders"]
 
 
@@ -152,6 +154,7 @@ class ICP:
         finite_K: int | None = None,
         hidden_order: float | None = None,
         max_nodes: int = 1_000_000,
+        max_edges: int = MAX_EDGES,
         _variant: int = 0,
     ) -> DAG:
         """Draw one active subgraph from the prior.
@@ -175,15 +178,19 @@ class ICP:
             section 2.4); None draws hidden orders from U(0, 1).
         max_nodes : int
             Abort (``ValueError``) when a chefs draw exceeds this many nodes.
+        max_edges : int
+            Abort (``ValueError``) when a chefs draw exceeds this many edges (default 10 million, about 160 MB;
+            a draw's edges grow about as the square of its nodes: gamma = 1000 gives some 8,000 nodes and
+            4 million edges with one observed node at theta = 0).
         _variant : int
             Testing only: plant the printed (wrong) eq. 10 (1) or an off-by-one
             Poisson rate (2), for negative controls.
         """
         return self._draw(rng, self._sampler_args(rng, num_observed, observed_order, method, finite_K,
-                                                  hidden_order, max_nodes, _variant))
+                                                  hidden_order, max_nodes, _variant, max_edges))
 
     def _sampler_args(self, rng, num_observed, observed_order, method, finite_K, hidden_order, max_nodes,
-                      _variant) -> tuple:
+                      _variant, max_edges=None) -> tuple:
         """The checked arguments of :meth:`sample` (checked once for :meth:`sample_many`)."""
         if not isinstance(rng, np.random.Generator):
             raise ValueError("rng must be a numpy.random.Generator (use numpy.random.default_rng(seed))")
@@ -195,6 +202,9 @@ class ICP:
         if method == "chefs":
             K = None
             max_nodes = int(max_nodes)  # only the chefs process reads it (the finite model never did)
+            max_edges = MAX_EDGES if max_edges is None else int(max_edges)
+            if max_nodes < 1 or max_edges < 1:
+                raise ValueError(f"max_nodes and max_edges must be positive, got {max_nodes} and {max_edges}")
         elif method == "finite":
             if finite_K is None:
                 raise ValueError("method='finite' needs finite_K, the total number of nodes K "
@@ -207,16 +217,19 @@ class ICP:
         if K is not None and _variant:
             raise ValueError("the planted-error variants (_variant) apply to the chefs process only, "
                              "not to method='finite'")
-        return obs_theta, fixed, at_one, K, max_nodes, int(_variant)
+        return obs_theta, fixed, at_one, K, max_nodes, max_edges, int(_variant)
 
     def _draw(self, rng, args) -> DAG:
-        obs_theta, fixed, at_one, K, max_nodes, variant = args
+        obs_theta, fixed, at_one, K, max_nodes, max_edges, variant = args
         if K is None:
-            th, ob, p, c, ok = kern.chefs_draw(rng, obs_theta, self.alpha, self.gamma, self.phi,
-                                               at_one, max_nodes, variant)
-            if not ok:
+            th, ob, p, c, status = kern.chefs_draw(rng, obs_theta, self.alpha, self.gamma, self.phi,
+                                                   at_one, max_nodes, max_edges, variant)
+            if status == 1:
                 raise ValueError(f"the draw exceeded max_nodes={max_nodes} active nodes; "
                                  "lower gamma or raise max_nodes")
+            if status == 2:
+                raise ValueError(f"the draw exceeded max_edges={max_edges} edges; lower gamma (here {self.gamma:g}) "
+                                 "or raise max_edges")
         else:
             th, ob, p, c = kern.finite_draw(rng, obs_theta, K, self.alpha, self.gamma, self.phi, at_one)
         fx = np.zeros(th.shape[0], dtype=bool)
@@ -225,13 +238,13 @@ class ICP:
 
     def sample_many(self, rng, num: int, num_observed: int, observed_order=None, method: str = "chefs",
                     finite_K: int | None = None, hidden_order: float | None = None, max_nodes: int = 1_000_000,
-                    _variant: int = 0) -> list[DAG]:
+                    _variant: int = 0, max_edges: int | None = None) -> list[DAG]:
         """``num`` independent draws of :meth:`sample` (the same arguments, checked once): the same
         graphs, from the same stream, as ``num`` calls of :meth:`sample`."""
         if int(num) != num or num < 0:
             raise ValueError(f"num must be a non-negative integer, got {num}")
         args = self._sampler_args(rng, num_observed, observed_order, method, finite_K, hidden_order, max_nodes,
-                                  _variant)
+                                  _variant, max_edges)
         return [self._draw(rng, args) for _ in range(int(num))]
 
     def expected_hidden_ibp(self, num_observed: int) -> float:

@@ -43,6 +43,7 @@ TOLERANCE = 0.02  # the solver stops when gamma moves by less than 2% between ro
 MAX_ROUNDS = 12  # rounds of draws and reweighting at most
 TARGET_Z = 4.0  # an achieved E[K+] further than this many SE from the target is reported as a miss
 MIN_ESS_FRACTION = 0.25  # reweighted draws are trusted where their effective sample size is >= num / 4
+MAX_EXPECTED_NODES = 1000  # above it a draw's edges (about the square of its nodes) make each round take minutes
 
 
 def _ess(logw) -> float:
@@ -74,6 +75,11 @@ def calibrate_gamma(expected_nodes: float, alpha: float, num_observed: int, rng,
     D = int(num_observed)
     if not expected_nodes > D:
         raise ValueError(f"expected number of nodes must exceed the number of observed nodes ({D})")
+    if not expected_nodes <= MAX_EXPECTED_NODES + D:
+        raise ValueError(f"calibration is offered up to E[K+] = {MAX_EXPECTED_NODES:,} hidden and observed nodes "
+                         f"beyond the {D} observed (got {expected_nodes:g}): a draw's edges grow about as the square "
+                         "of its nodes, so each round of draws would take from minutes to beyond the memory; "
+                         "`chefs prior sample` at a few gammas measures E[K+] there directly")
     # 1. bracket the root with cheap fresh estimates (E[K+] increases with gamma)
     small = max(200, num // 8)
 
