@@ -661,6 +661,7 @@ class BeliefNetwork:
             model["pilot_structures"] = True
             pilot_graphs = [[self._initial_graph(D, pilot=(c, p)) for p in range(1, self.pilots)]
                             for c in range(int(self.chains))]
+
         def write_files(run):  # before config.json (create_run): a run never lacks its data
             np.save(run / "train01.npy", self.map_.forward(X))
             np.save(run / "train.npy", X)

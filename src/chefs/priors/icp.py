@@ -187,10 +187,10 @@ class ICP:
             Poisson rate (2), for negative controls.
         """
         return self._draw(rng, self._sampler_args(rng, num_observed, observed_order, method, finite_K,
-                                                  hidden_order, max_nodes, _variant, max_edges))
+                                                  hidden_order, max_nodes, max_edges, _variant))
 
     def _sampler_args(self, rng, num_observed, observed_order, method, finite_K, hidden_order, max_nodes,
-                      _variant, max_edges=None) -> tuple:
+                      max_edges, _variant) -> tuple:
         """The checked arguments of :meth:`sample` (checked once for :meth:`sample_many`)."""
         if not isinstance(rng, np.random.Generator):
             raise ValueError("rng must be a numpy.random.Generator (use numpy.random.default_rng(seed))")
@@ -202,7 +202,7 @@ class ICP:
         if method == "chefs":
             K = None
             max_nodes = int(max_nodes)  # only the chefs process reads it (the finite model never did)
-            max_edges = MAX_EDGES if max_edges is None else int(max_edges)
+            max_edges = int(max_edges)
             if max_nodes < 1 or max_edges < 1:
                 raise ValueError(f"max_nodes and max_edges must be positive, got {max_nodes} and {max_edges}")
         elif method == "finite":
@@ -238,13 +238,13 @@ class ICP:
 
     def sample_many(self, rng, num: int, num_observed: int, observed_order=None, method: str = "chefs",
                     finite_K: int | None = None, hidden_order: float | None = None, max_nodes: int = 1_000_000,
-                    _variant: int = 0, max_edges: int | None = None) -> list[DAG]:
+                    max_edges: int = MAX_EDGES, _variant: int = 0) -> list[DAG]:
         """``num`` independent draws of :meth:`sample` (the same arguments, checked once): the same
         graphs, from the same stream, as ``num`` calls of :meth:`sample`."""
         if int(num) != num or num < 0:
             raise ValueError(f"num must be a non-negative integer, got {num}")
         args = self._sampler_args(rng, num_observed, observed_order, method, finite_K, hidden_order, max_nodes,
-                                  _variant, max_edges)
+                                  max_edges, _variant)
         return [self._draw(rng, args) for _ in range(int(num))]
 
     def expected_hidden_ibp(self, num_observed: int) -> float:
