@@ -487,7 +487,7 @@ def test_pilot_structures_label_and_cli(tmp_path):
     assert len(run_mod.load_spec(out)["pilot_graphs"][0]) == 1
     t = tmp_path / "t"
     assert main(["bench", "table1", "--out", str(t), "--datasets", "ring", "--models", "icp", "--seeds", "1",
-                 "--quick", "--pilot-structures"]) == 0
+                 "--quick", "--pilot-structures", "--sweeps", "8", "--burn-in", "4", "--thin", "2"]) == 0
     assert ",pilot_structures" in (t / "table1.csv").read_text()
     configs = list(t.rglob("config.json"))
     assert configs and all(len(json.loads(c.read_text())["pilot_graphs"][0]) == 2 for c in configs)
