@@ -457,11 +457,11 @@ def test_cli_data_show_refuses_a_directory_and_one_file_for_both(capsys, tmp_pat
     # a named data set's own file, found in the data directory (a copy here)
     import shutil
 
-    from .conftest import shared_data_dir
-
     (tmp_path / "data").mkdir()
     own = tmp_path / "data" / "geyser.csv"
-    shutil.copy(shared_data_dir() / "geyser.csv", own)
+    # DATA, read at import: this module's autouse fixture has removed CHEFS_DATA by now, so shared_data_dir()
+    # here fell back to ../shared/data beside the checkout (a clone elsewhere failed; found at stop 62)
+    shutil.copy(DATA / "geyser.csv", own)
     before = own.read_bytes()
     assert cli.main(["data", "show", "geyser", "--data-dir", str(tmp_path / "data"), "--out-train", str(own),
                      "--force"]) == 2
